@@ -1,0 +1,594 @@
+"""FlashAttention-2 forward and backward in Triton.
+
+Handout §1.3.2 (b, c), §1.3.3 and §1.3.4; Dao, "FlashAttention-2" (2023), Algorithms 1 and 2 with the
+backward split in two passes so that no atomics are needed.
+
+The file reads bottom-up:
+
+1. ``@triton.jit`` kernels. The forward (Algorithm 1) runs one program per (query tile, batch*head)
+   and keeps the running max m, sum l and output O in fp32 registers while it walks over the key
+   tiles. The backward first computes D = rowsum(dO ∘ O), then one pass over key tiles accumulates
+   dK and dV (each program owns one key tile, so it writes without atomics), then one pass over
+   query tiles accumulates dQ; P is recomputed in both passes from the saved log-sum-exp L.
+   Causal masking (top-left aligned: key j is visible to query i iff j <= i, also when Nq != Nk)
+   skips tiles that are masked for every row and compares indices only on tiles that straddle the
+   diagonal or the end of the sequence; elsewhere the loop runs without masks.
+2. Two ``torch.library.custom_op`` ops that launch them, with fake implementations, so that
+   ``torch.compile`` (the leaderboard compiles ``FlashAttentionTriton.apply``) treats the kernels as
+   opaque calls with known output shapes instead of tracing through the launcher.
+3. ``FlashAttentionTriton``, the ``torch.autograd.Function``, and ``flash_attention_triton``.
+
+Any sequence lengths (tiles are masked at the ends), head dims 16..128 (the head-dim block is the next
+power of two, padded with zeros), fp32/fp16/bf16, (B, N, d) or (B, H, N, d) with any strides. On a
+GPU, fp32 inputs use TF32 tensor-core products (Triton's default), as cuBLAS does with TF32 enabled.
+
+Tile sizes are autotuned on the GPU over a small, pruned set of configurations, keyed by the head
+dim, causality, dtype and the sequence lengths rounded to a power of two (capped), so a new length
+in the same bucket does not tune again. Under ``TRITON_INTERPRET=1`` (CPU tests) one fixed
+configuration runs. A :class:`FlashConfig` passed to :func:`flash_attention_triton` fixes the tiles
+and switches the causal optimisations off or on, for the measurements of what each one buys.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from systems.attention._checks import as_4d, check_attention_inputs
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+# exp(x) = exp2(x * log2(e)); exp2 is the cheaper instruction. A constexpr: kernels may read no other globals.
+LOG2E = tl.constexpr(1.4426950408889634)
+
+
+def _patch_interpreter_index() -> None:
+    """Let the CPU interpreter run loops whose bounds are computed in the kernel.
+
+    Triton 3.6's interpreter holds scalars as 1-element arrays and converts them with ``int(array)``
+    when they bound a ``range``; numpy 2.4 refuses that conversion for arrays with ndim > 0, so every
+    loop with a run-time bound fails. ``.item()`` converts either. Only applied under TRITON_INTERPRET=1.
+    """
+    from triton.runtime import interpreter
+
+    original = interpreter._patch_lang_tensor
+    if getattr(original, "patched_index", False):
+        return
+
+    def patched(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.item()))
+
+    patched.patched_index = True
+    interpreter._patch_lang_tensor = patched
+
+
+if INTERPRET:
+    _patch_interpreter_index()
+
+
+# ----------------------------------------------------------------------------------------------------
+# 1. Kernels
+# ----------------------------------------------------------------------------------------------------
+# Tiles are addressed with pointer arithmetic and masks. Compiled for sm_90 (Triton 3.6) with unit
+# head-dim strides, the tile loads in the loops become pipelined cp.async copies and the products wgmma.
+
+
+@triton.jit
+def _tile(base, rows, cols, stride_row, stride_col):
+    """Pointers to the (len(rows), len(cols)) tile of a row-major-ish matrix at ``base``."""
+    return base + rows[:, None] * stride_row + cols[None, :] * stride_col
+
+
+@triton.jit
+def _load(ptrs, rows, cols, n_rows, HEAD_DIM: tl.constexpr, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr):
+    """A tile load masked only on the dimensions that can run past the tensor (zero padded)."""
+    if CHECK_ROWS:
+        if CHECK_COLS:
+            x = tl.load(ptrs, mask=(rows[:, None] < n_rows) & (cols[None, :] < HEAD_DIM), other=0.0)
+        else:
+            x = tl.load(ptrs, mask=rows[:, None] < n_rows, other=0.0)
+    else:
+        if CHECK_COLS:
+            x = tl.load(ptrs, mask=cols[None, :] < HEAD_DIM, other=0.0)
+        else:
+            x = tl.load(ptrs)
+    return x
+
+
+@triton.jit
+def _store(ptrs, x, rows, cols, n_rows, HEAD_DIM: tl.constexpr):
+    tl.store(ptrs, x.to(ptrs.dtype.element_ty), mask=(rows[:, None] < n_rows) & (cols[None, :] < HEAD_DIM))
+
+
+@triton.jit
+def _key_ranges(q0, N_KEYS, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, CAUSAL: tl.constexpr,
+                SKIP_MASKED: tl.constexpr, SPLIT_DIAGONAL: tl.constexpr):
+    """For the query tile starting at q0: key tiles [0, mid) need no mask, [mid, hi) need index comparisons.
+
+    Used by the forward and the dQ pass, which both hold one query tile and walk over key tiles.
+    """
+    if CAUSAL and SKIP_MASKED:
+        hi = tl.minimum(N_KEYS, q0 + BLOCK_Q)  # later key tiles are masked for every row of this tile
+    else:
+        hi = N_KEYS
+    if SPLIT_DIAGONAL:
+        # Unmasked: tiles wholly inside the sequence and, if causal, left of the tile's first query.
+        if CAUSAL:
+            mid = (tl.minimum(q0 + 1, N_KEYS) // BLOCK_K) * BLOCK_K
+        else:
+            mid = (N_KEYS // BLOCK_K) * BLOCK_K
+    else:
+        mid = 0
+    return mid, hi
+
+
+@triton.jit
+def _fwd_inner(acc, l_i, m_i, q, K, V, stride_kn, stride_kd, stride_vn, stride_vd, offs_q, offs_d, start, end,
+               N_KEYS, qk_scale, BLOCK_K: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
+               MASKED: tl.constexpr, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr):
+    """Online softmax over key tiles [start, end): the body of Algorithm 1, scores in log2 units."""
+    for k0 in range(start, end, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        k = _load(_tile(K, offs_k, offs_d, stride_kn, stride_kd), offs_k, offs_d, N_KEYS, HEAD_DIM, CHECK_ROWS,
+                  CHECK_COLS)  # (BLOCK_K, BLOCK_D)
+        v = _load(_tile(V, offs_k, offs_d, stride_vn, stride_vd), offs_k, offs_d, N_KEYS, HEAD_DIM, CHECK_ROWS,
+                  CHECK_COLS)
+        s = tl.dot(q, tl.trans(k)) * qk_scale  # (BLOCK_Q, BLOCK_K)
+        if MASKED:
+            keep = offs_k[None, :] < N_KEYS
+            if CAUSAL:
+                keep = keep & (offs_k[None, :] <= offs_q[:, None])
+            # -inf is safe: key 0 is visible to every row and its tile comes first, so m_i is finite
+            s = tl.where(keep, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.math.exp2(s - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = tl.dot(p.to(v.dtype), v, acc=acc * alpha[:, None])  # P̃ in V's dtype, fp32 accumulator
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.heuristics({"EVEN_K": lambda a: a["N_KEYS"] % a["BLOCK_K"] == 0})
+@triton.jit
+def flash_fwd_kernel(
+    Q, K, V, O, L,
+    stride_qb, stride_qh, stride_qn, stride_qd,
+    stride_kb, stride_kh, stride_kn, stride_kd,
+    stride_vb, stride_vh, stride_vn, stride_vd,
+    stride_ob, stride_oh, stride_on, stride_od,
+    H, N_QUERIES, N_KEYS, qk_scale,
+    Q_BUCKET, K_BUCKET,  # autotuning keys only (sequence lengths rounded up)
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, SKIP_MASKED: tl.constexpr,
+    SPLIT_DIAGONAL: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
+):
+    """O (B, H, Nq, d) and L (B, H, Nq) fp32 (natural log) for one query tile of one (batch, head)."""
+    if CAUSAL:
+        # Causal tiles near the end of the sequence do the most work: start them first so the
+        # short ones fill the gaps at the end of the grid.
+        query_tile = tl.num_programs(0) - 1 - tl.program_id(0)
+    else:
+        query_tile = tl.program_id(0)
+    bh = tl.program_id(1)
+    b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)  # int64: offsets can pass 2**31 elements
+    q0 = query_tile * BLOCK_Q
+    CHECK_COLS: tl.constexpr = BLOCK_D != HEAD_DIM
+    offs_q = q0 + tl.arange(0, BLOCK_Q)
+    offs_d = tl.arange(0, BLOCK_D)
+    K_bh = K + b * stride_kb + h * stride_kh
+    V_bh = V + b * stride_vb + h * stride_vh
+
+    q = _load(_tile(Q + b * stride_qb + h * stride_qh, offs_q, offs_d, stride_qn, stride_qd), offs_q, offs_d,
+              N_QUERIES, HEAD_DIM, True, CHECK_COLS)  # (BLOCK_Q, BLOCK_D)
+    m_i = tl.full((BLOCK_Q,), float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros((BLOCK_Q,), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_Q, BLOCK_D), dtype=tl.float32)
+
+    mid, hi = _key_ranges(q0, N_KEYS, BLOCK_Q, BLOCK_K, CAUSAL, SKIP_MASKED, SPLIT_DIAGONAL)
+    acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, K_bh, V_bh, stride_kn, stride_kd, stride_vn, stride_vd, offs_q,
+                               offs_d, 0, mid, N_KEYS, qk_scale, BLOCK_K, HEAD_DIM, CAUSAL, False, False, CHECK_COLS)
+    acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, K_bh, V_bh, stride_kn, stride_kd, stride_vn, stride_vd, offs_q,
+                               offs_d, mid, hi, N_KEYS, qk_scale, BLOCK_K, HEAD_DIM, CAUSAL, True, not EVEN_K,
+                               CHECK_COLS)
+
+    _store(_tile(O + b * stride_ob + h * stride_oh, offs_q, offs_d, stride_on, stride_od), acc / l_i[:, None],
+           offs_q, offs_d, N_QUERIES, HEAD_DIM)
+    # L is contiguous (B, H, Nq); m_i is in log2 units, L in natural log as the tests compare it
+    tl.store(L + bh.to(tl.int64) * N_QUERIES + offs_q, (m_i + tl.math.log2(l_i)) / LOG2E,
+             mask=offs_q < N_QUERIES)
+
+
+@triton.jit
+def flash_bwd_preprocess_kernel(O, DO, DELTA, stride_ob, stride_oh, stride_on, stride_od,
+                                H, N_QUERIES,
+                                HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_Q: tl.constexpr):
+    """D = rowsum(dO ∘ O) in fp32, (B, H, Nq); O and dO share strides (both made by this module)."""
+    bh = tl.program_id(1)
+    b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
+    offs_q = tl.program_id(0) * BLOCK_Q + tl.arange(0, BLOCK_Q)
+    offs_d = tl.arange(0, BLOCK_D)
+    base = b * stride_ob + h * stride_oh
+    o = _load(_tile(O + base, offs_q, offs_d, stride_on, stride_od), offs_q, offs_d, N_QUERIES, HEAD_DIM, True, True)
+    do = _load(_tile(DO + base, offs_q, offs_d, stride_on, stride_od), offs_q, offs_d, N_QUERIES, HEAD_DIM, True,
+               True)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+    tl.store(DELTA + bh.to(tl.int64) * N_QUERIES + offs_q, delta, mask=offs_q < N_QUERIES)
+
+
+@triton.jit
+def _dkdv_inner(dk, dv, k, v, Q, DO, stride_qn, stride_qd, stride_don, stride_dod, L_bh, DELTA_bh, offs_k,
+                offs_d, start, end, N_QUERIES, qk_scale, BLOCK_Q: tl.constexpr, HEAD_DIM: tl.constexpr,
+                MASKED: tl.constexpr, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr):
+    """dK, dV of one key tile over query tiles [start, end), in the transposed frame (keys as rows)."""
+    for q0 in range(start, end, BLOCK_Q):
+        offs_q = q0 + tl.arange(0, BLOCK_Q)
+        q = _load(_tile(Q, offs_q, offs_d, stride_qn, stride_qd), offs_q, offs_d, N_QUERIES, HEAD_DIM, CHECK_ROWS,
+                  CHECK_COLS)  # (BLOCK_Q, BLOCK_D)
+        do = _load(_tile(DO, offs_q, offs_d, stride_don, stride_dod), offs_q, offs_d, N_QUERIES, HEAD_DIM,
+                   CHECK_ROWS, CHECK_COLS)
+        in_seq = offs_q < N_QUERIES
+        # Rows past the end get L = +inf, so their P is exactly 0 and they add nothing below.
+        lse = tl.load(L_bh + offs_q, mask=in_seq, other=float("inf")) * LOG2E
+        delta = tl.load(DELTA_bh + offs_q, mask=in_seq, other=0.0)
+        s_t = tl.dot(k, tl.trans(q)) * qk_scale  # Sᵀ (BLOCK_K, BLOCK_Q), log2 units
+        if MASKED:
+            s_t = tl.where(offs_k[:, None] <= offs_q[None, :], s_t, float("-inf"))
+        p_t = tl.math.exp2(s_t - lse[None, :])  # Pᵀ = exp(S - L)ᵀ, eq. 14
+        dv = tl.dot(p_t.to(do.dtype), do, acc=dv)  # dV += Pᵀ dO, eq. 15
+        dp_t = tl.dot(v, tl.trans(do))  # dPᵀ = V dOᵀ, eq. 16
+        ds_t = p_t * (dp_t - delta[None, :])  # dSᵀ, eq. 17 (the 1/√d is applied once at the end)
+        dk = tl.dot(ds_t.to(q.dtype), q, acc=dk)  # dK += dSᵀ Q, eq. 19
+    return dk, dv
+
+
+@triton.heuristics({"EVEN_Q": lambda a: a["N_QUERIES"] % a["BLOCK_Q"] == 0})
+@triton.jit
+def flash_bwd_dkdv_kernel(
+    Q, K, V, DO, L, DELTA, DK, DV,
+    stride_qb, stride_qh, stride_qn, stride_qd,
+    stride_kb, stride_kh, stride_kn, stride_kd,
+    stride_vb, stride_vh, stride_vn, stride_vd,
+    stride_dob, stride_doh, stride_don, stride_dod,
+    stride_dkb, stride_dkh, stride_dkn, stride_dkd,  # dK and dV share this contiguous layout
+    H, N_QUERIES, N_KEYS, qk_scale, scale,
+    Q_BUCKET, K_BUCKET,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, SKIP_MASKED: tl.constexpr,
+    SPLIT_DIAGONAL: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_Q: tl.constexpr,
+):
+    """Backward pass 1: each program owns one key tile and sums its dK, dV over all query tiles."""
+    bh = tl.program_id(1)
+    b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
+    k0 = tl.program_id(0) * BLOCK_K
+    CHECK_COLS: tl.constexpr = BLOCK_D != HEAD_DIM
+    offs_k = k0 + tl.arange(0, BLOCK_K)
+    offs_d = tl.arange(0, BLOCK_D)
+
+    k = _load(_tile(K + b * stride_kb + h * stride_kh, offs_k, offs_d, stride_kn, stride_kd), offs_k, offs_d, N_KEYS,
+              HEAD_DIM, True, CHECK_COLS)  # (BLOCK_K, BLOCK_D)
+    v = _load(_tile(V + b * stride_vb + h * stride_vh, offs_k, offs_d, stride_vn, stride_vd), offs_k, offs_d, N_KEYS,
+              HEAD_DIM, True, CHECK_COLS)
+    dk = tl.zeros((BLOCK_K, BLOCK_D), dtype=tl.float32)
+    dv = tl.zeros((BLOCK_K, BLOCK_D), dtype=tl.float32)
+    Q_bh = Q + b * stride_qb + h * stride_qh
+    DO_bh = DO + b * stride_dob + h * stride_doh
+    L_bh = L + bh.to(tl.int64) * N_QUERIES
+    DELTA_bh = DELTA + bh.to(tl.int64) * N_QUERIES
+
+    # Query tiles [lo, mid) straddle the diagonal (masked), [mid, Nq) see the whole key tile.
+    if CAUSAL:
+        if SKIP_MASKED:
+            lo = (k0 // BLOCK_Q) * BLOCK_Q  # earlier query tiles see none of these keys
+        else:
+            lo = 0
+        if SPLIT_DIAGONAL:
+            mid = tl.minimum(tl.cdiv(k0 + BLOCK_K - 1, BLOCK_Q) * BLOCK_Q, N_QUERIES)
+        else:
+            mid = N_QUERIES
+    else:
+        lo = 0
+        mid = 0
+    # Rows past Nq are neutralised through L = +inf, so the query bound needs no comparison on tiles.
+    dk, dv = _dkdv_inner(dk, dv, k, v, Q_bh, DO_bh, stride_qn, stride_qd, stride_don, stride_dod, L_bh, DELTA_bh,
+                         offs_k, offs_d, lo, mid, N_QUERIES, qk_scale, BLOCK_Q, HEAD_DIM, True, not EVEN_Q,
+                         CHECK_COLS)
+    dk, dv = _dkdv_inner(dk, dv, k, v, Q_bh, DO_bh, stride_qn, stride_qd, stride_don, stride_dod, L_bh, DELTA_bh,
+                         offs_k, offs_d, mid, N_QUERIES, N_QUERIES, qk_scale, BLOCK_Q, HEAD_DIM, False, not EVEN_Q,
+                         CHECK_COLS)
+
+    out = b * stride_dkb + h * stride_dkh
+    _store(_tile(DK + out, offs_k, offs_d, stride_dkn, stride_dkd), dk * scale, offs_k, offs_d, N_KEYS, HEAD_DIM)
+    _store(_tile(DV + out, offs_k, offs_d, stride_dkn, stride_dkd), dv, offs_k, offs_d, N_KEYS, HEAD_DIM)
+
+
+@triton.jit
+def _dq_inner(dq, q, do, lse, delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd, offs_q, offs_d, start, end,
+              N_KEYS, qk_scale, BLOCK_K: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
+              MASKED: tl.constexpr, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr):
+    """dQ of one query tile over key tiles [start, end)."""
+    for k0 in range(start, end, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        k = _load(_tile(K, offs_k, offs_d, stride_kn, stride_kd), offs_k, offs_d, N_KEYS, HEAD_DIM, CHECK_ROWS,
+                  CHECK_COLS)  # (BLOCK_K, BLOCK_D)
+        v = _load(_tile(V, offs_k, offs_d, stride_vn, stride_vd), offs_k, offs_d, N_KEYS, HEAD_DIM, CHECK_ROWS,
+                  CHECK_COLS)
+        s = tl.dot(q, tl.trans(k)) * qk_scale  # (BLOCK_Q, BLOCK_K), log2 units
+        if MASKED:
+            # Keys past Nk must be masked here: their P = exp(-L) could overflow and turn 0 * inf into NaN.
+            keep = offs_k[None, :] < N_KEYS
+            if CAUSAL:
+                keep = keep & (offs_k[None, :] <= offs_q[:, None])
+            s = tl.where(keep, s, float("-inf"))
+        p = tl.math.exp2(s - lse[:, None])  # eq. 14
+        dp = tl.dot(do, tl.trans(v))  # eq. 16
+        ds = p * (dp - delta[:, None])  # eq. 17
+        dq = tl.dot(ds.to(k.dtype), k, acc=dq)  # eq. 18 (1/√d applied at the end)
+    return dq
+
+
+@triton.heuristics({"EVEN_K": lambda a: a["N_KEYS"] % a["BLOCK_K"] == 0})
+@triton.jit
+def flash_bwd_dq_kernel(
+    Q, K, V, DO, L, DELTA, DQ,
+    stride_qb, stride_qh, stride_qn, stride_qd,
+    stride_kb, stride_kh, stride_kn, stride_kd,
+    stride_vb, stride_vh, stride_vn, stride_vd,
+    stride_dob, stride_doh, stride_don, stride_dod,
+    stride_dqb, stride_dqh, stride_dqn, stride_dqd,
+    H, N_QUERIES, N_KEYS, qk_scale, scale,
+    Q_BUCKET, K_BUCKET,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, SKIP_MASKED: tl.constexpr,
+    SPLIT_DIAGONAL: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
+):
+    """Backward pass 2: each program owns one query tile and sums its dQ over the key tiles it sees."""
+    if CAUSAL:
+        query_tile = tl.num_programs(0) - 1 - tl.program_id(0)  # longest rows first, as in the forward
+    else:
+        query_tile = tl.program_id(0)
+    bh = tl.program_id(1)
+    b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
+    q0 = query_tile * BLOCK_Q
+    CHECK_COLS: tl.constexpr = BLOCK_D != HEAD_DIM
+    offs_q = q0 + tl.arange(0, BLOCK_Q)
+    offs_d = tl.arange(0, BLOCK_D)
+    in_seq = offs_q < N_QUERIES
+
+    q = _load(_tile(Q + b * stride_qb + h * stride_qh, offs_q, offs_d, stride_qn, stride_qd), offs_q, offs_d,
+              N_QUERIES, HEAD_DIM, True, CHECK_COLS)  # (BLOCK_Q, BLOCK_D)
+    do = _load(_tile(DO + b * stride_dob + h * stride_doh, offs_q, offs_d, stride_don, stride_dod), offs_q, offs_d,
+               N_QUERIES, HEAD_DIM, True, CHECK_COLS)
+    # Rows past Nq load L = 0, D = 0: finite, and their dQ is never stored.
+    lse = tl.load(L + bh.to(tl.int64) * N_QUERIES + offs_q, mask=in_seq, other=0.0) * LOG2E
+    delta = tl.load(DELTA + bh.to(tl.int64) * N_QUERIES + offs_q, mask=in_seq, other=0.0)
+    dq = tl.zeros((BLOCK_Q, BLOCK_D), dtype=tl.float32)
+    K_bh = K + b * stride_kb + h * stride_kh
+    V_bh = V + b * stride_vb + h * stride_vh
+
+    mid, hi = _key_ranges(q0, N_KEYS, BLOCK_Q, BLOCK_K, CAUSAL, SKIP_MASKED, SPLIT_DIAGONAL)
+    dq = _dq_inner(dq, q, do, lse, delta, K_bh, V_bh, stride_kn, stride_kd, stride_vn, stride_vd, offs_q, offs_d,
+                   0, mid, N_KEYS, qk_scale, BLOCK_K, HEAD_DIM, CAUSAL, False, False, CHECK_COLS)
+    dq = _dq_inner(dq, q, do, lse, delta, K_bh, V_bh, stride_kn, stride_kd, stride_vn, stride_vd, offs_q, offs_d,
+                   mid, hi, N_KEYS, qk_scale, BLOCK_K, HEAD_DIM, CAUSAL, True, not EVEN_K, CHECK_COLS)
+
+    _store(_tile(DQ + b * stride_dqb + h * stride_dqh, offs_q, offs_d, stride_dqn, stride_dqd), dq * scale, offs_q,
+           offs_d, N_QUERIES, HEAD_DIM)
+
+
+# ----------------------------------------------------------------------------------------------------
+# 2. Tile configurations, launchers and the custom ops torch.compile sees
+# ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tiles:
+    """One launch configuration: tile sizes (powers of two, at least 16) and Triton's warps and stages."""
+
+    block_q: int
+    block_k: int
+    num_warps: int = 4
+    num_stages: int = 2
+
+
+@dataclass(frozen=True)
+class FlashConfig:
+    """How the three kernels launch. ``None`` tiles: autotuned on a GPU, else the first candidate that fits.
+
+    ``skip_masked_tiles`` and ``split_diagonal`` exist to measure the causal optimisations: off, the
+    kernels walk over every tile and compare indices on all of them.
+    """
+
+    fwd: Tiles | None = None
+    dkdv: Tiles | None = None
+    dq: Tiles | None = None
+    autotune: bool = True
+    skip_masked_tiles: bool = True
+    split_diagonal: bool = True
+
+    def encode(self) -> list[int]:
+        """As a list of ints: the argument type a torch.library custom op can take."""
+        ints = []
+        for t in (self.fwd, self.dkdv, self.dq):
+            ints += [0, 0, 0, 0] if t is None else [t.block_q, t.block_k, t.num_warps, t.num_stages]
+        return ints + [int(self.autotune), int(self.skip_masked_tiles), int(self.split_diagonal)]
+
+    @classmethod
+    def decode(cls, ints: list[int]) -> FlashConfig:
+        tiles = [None if ints[i] == 0 else Tiles(*ints[i : i + 4]) for i in (0, 4, 8)]
+        return cls(*tiles, *(bool(x) for x in ints[12:15]))
+
+
+# Candidates in order of preference; the first that fits in shared memory is the untuned default.
+# Forward and dQ hold a query tile and stream key tiles (long BLOCK_K loops), dK/dV the other way round.
+FWD_TILES = (Tiles(128, 64, 4, 3), Tiles(128, 64, 8, 3), Tiles(128, 128, 8, 3), Tiles(64, 64, 4, 3),
+             Tiles(128, 32, 4, 4), Tiles(64, 32, 4, 2))
+DKDV_TILES = (Tiles(32, 128, 4, 3), Tiles(64, 128, 8, 3), Tiles(64, 64, 4, 3), Tiles(32, 64, 4, 4),
+              Tiles(32, 64, 4, 2))
+DQ_TILES = (Tiles(128, 32, 4, 3), Tiles(128, 64, 8, 3), Tiles(64, 64, 4, 3), Tiles(64, 32, 4, 2))
+SMEM_BUDGET = 160 * 1024  # bytes; an H100 block may use 227 KB, the rest is left to the compiler's buffers
+
+
+def _smem_bytes(kind: str, t: Tiles, block_d: int, elt: int) -> int:
+    """Rough shared memory of one program: resident tiles plus the streamed ones times the pipeline depth."""
+    resident, streamed = {"fwd": (t.block_q, 2 * t.block_k), "dq": (2 * t.block_q, 2 * t.block_k),
+                          "dkdv": (2 * t.block_k, 2 * t.block_q)}[kind]
+    return (resident + streamed * t.num_stages) * block_d * elt
+
+
+def _fitting(kind: str, candidates, block_d: int, elt: int) -> list[Tiles]:
+    fits = [t for t in candidates if _smem_bytes(kind, t, block_d, elt) <= SMEM_BUDGET]
+    return fits or [min(candidates, key=lambda t: _smem_bytes(kind, t, block_d, elt))]
+
+
+def _to_tiles(c: triton.Config) -> Tiles:
+    return Tiles(c.kwargs["BLOCK_Q"], c.kwargs["BLOCK_K"], c.num_warps, c.num_stages)
+
+
+def _autotuned(kernel, kind: str, candidates):
+    """``kernel`` under triton.autotune: candidates pruned by shared memory, keyed on what changes the best tiles."""
+
+    def prune(configs, named_args, **kwargs):
+        elt = named_args["Q"].element_size()
+        fits = _fitting(kind, [_to_tiles(c) for c in configs], kwargs["BLOCK_D"], elt)
+        return [c for c in configs if _to_tiles(c) in fits]
+
+    configs = [triton.Config({"BLOCK_Q": t.block_q, "BLOCK_K": t.block_k}, num_warps=t.num_warps,
+                             num_stages=t.num_stages) for t in candidates]
+    # The dtype of every tensor argument joins the key automatically. cache_results keeps the choice on
+    # disk (in Triton's cache directory), so only the first run on a machine pays for tuning.
+    key = ["Q_BUCKET", "K_BUCKET", "HEAD_DIM", "CAUSAL", "SKIP_MASKED", "SPLIT_DIAGONAL"]
+    return triton.autotune(configs=configs, key=key, prune_configs_by={"early_config_prune": prune},
+                           cache_results=True)(kernel)
+
+
+_KERNELS = {
+    "fwd": (flash_fwd_kernel, _autotuned(flash_fwd_kernel, "fwd", FWD_TILES), FWD_TILES),
+    "dkdv": (flash_bwd_dkdv_kernel, _autotuned(flash_bwd_dkdv_kernel, "dkdv", DKDV_TILES), DKDV_TILES),
+    "dq": (flash_bwd_dq_kernel, _autotuned(flash_bwd_dq_kernel, "dq", DQ_TILES), DQ_TILES),
+}
+
+
+def _bucket(n: int) -> int:
+    # Past a few thousand rows the grid fills the GPU and the best tiles stop changing with length.
+    return min(triton.next_power_of_2(n), 4096)
+
+
+def _launch(kind: str, tiles: Tiles | None, autotune: bool, rows: int, batch_heads: int, args, meta) -> None:
+    """Launch one of the three kernels over (tiles of ``rows``, batch*heads) with fixed or tuned tiles."""
+    plain, tuned, candidates = _KERNELS[kind]
+    tile_dim = "BLOCK_K" if kind == "dkdv" else "BLOCK_Q"  # dK/dV programs own key tiles
+
+    def grid(m):
+        return (triton.cdiv(rows, m[tile_dim]), batch_heads)
+
+    if tiles is None and autotune and not INTERPRET:
+        tuned[grid](*args, **meta)
+        return
+    if tiles is None:
+        tiles = _fitting(kind, candidates, meta["BLOCK_D"], args[0].element_size())[0]
+    plain[grid](*args, **meta, BLOCK_Q=tiles.block_q, BLOCK_K=tiles.block_k,
+                num_warps=tiles.num_warps, num_stages=tiles.num_stages)
+
+
+def _meta(q: torch.Tensor, k: torch.Tensor, is_causal: bool, cfg: FlashConfig) -> dict:
+    _, H, n_q, d = q.shape
+    return dict(H=H, N_QUERIES=n_q, N_KEYS=k.shape[2], Q_BUCKET=_bucket(n_q), K_BUCKET=_bucket(k.shape[2]),
+                HEAD_DIM=d, BLOCK_D=max(16, triton.next_power_of_2(d)), CAUSAL=is_causal,
+                SKIP_MASKED=cfg.skip_masked_tiles, SPLIT_DIAGONAL=cfg.split_diagonal)
+
+
+@torch.library.custom_op("systems::flash_fwd", mutates_args=())
+def flash_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool,
+              config: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """q (B, H, Nq, d), k, v (B, H, Nk, d), any strides -> O (B, H, Nq, d), L (B, H, Nq) fp32, contiguous."""
+    cfg = FlashConfig.decode(config)
+    B, H, n_q, d = q.shape
+    o = torch.empty((B, H, n_q, d), dtype=q.dtype, device=q.device)
+    L = torch.empty((B, H, n_q), dtype=torch.float32, device=q.device)
+    scale = 1.0 / math.sqrt(d)
+    args = (q, k, v, o, L, *q.stride(), *k.stride(), *v.stride(), *o.stride())
+    _launch("fwd", cfg.fwd, cfg.autotune, n_q, B * H, args, _meta(q, k, is_causal, cfg) | dict(qk_scale=scale * LOG2E.value))
+    return o, L
+
+
+@flash_fwd.register_fake
+def _(q, k, v, is_causal, config):
+    return q.new_empty(q.shape), q.new_empty(q.shape[:-1], dtype=torch.float32)
+
+
+@torch.library.custom_op("systems::flash_bwd", mutates_args=())
+def flash_bwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, do: torch.Tensor,
+              L: torch.Tensor, is_causal: bool, config: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dQ, dK, dV), contiguous (B, H, N, d), from the 4-d q, k, v, O, dO and L (B, H, Nq) of the forward."""
+    cfg = FlashConfig.decode(config)
+    B, H, n_q, d = q.shape
+    n_k = k.shape[2]
+    # dO from o.sum().backward() is an expanded tensor with stride 0; O and dO share strides below.
+    o, do, L = o.contiguous(), do.contiguous(), L.contiguous()
+    meta = _meta(q, k, is_causal, cfg)
+    delta = torch.empty((B, H, n_q), dtype=torch.float32, device=q.device)
+    block_rows = 64
+    flash_bwd_preprocess_kernel[(triton.cdiv(n_q, block_rows), B * H)](
+        o, do, delta, *o.stride(), H, n_q, HEAD_DIM=d, BLOCK_D=meta["BLOCK_D"], BLOCK_Q=block_rows)
+
+    dq = torch.empty((B, H, n_q, d), dtype=q.dtype, device=q.device)
+    dk = torch.empty((B, H, n_k, d), dtype=k.dtype, device=q.device)
+    dv = torch.empty_like(dk)
+    scale = 1.0 / math.sqrt(d)
+    meta |= dict(qk_scale=scale * LOG2E.value, scale=scale)
+    strides = (*q.stride(), *k.stride(), *v.stride(), *do.stride())
+    _launch("dkdv", cfg.dkdv, cfg.autotune, n_k, B * H, (q, k, v, do, L, delta, dk, dv, *strides, *dk.stride()), meta)
+    _launch("dq", cfg.dq, cfg.autotune, n_q, B * H, (q, k, v, do, L, delta, dq, *strides, *dq.stride()), meta)
+    return dq, dk, dv
+
+
+@flash_bwd.register_fake
+def _(q, k, v, o, do, L, is_causal, config):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def autotune_report() -> dict[str, dict]:
+    """Per kernel: the tiles autotuning chose for each key so far, and the seconds its last tuning took."""
+    return {kind: {"chosen": {str(key): str(_to_tiles(c)) for key, c in tuned.cache.items()},
+                   "tuning_s": getattr(tuned, "bench_time", None)}
+            for kind, (_, tuned, _) in _KERNELS.items()}
+
+
+# ----------------------------------------------------------------------------------------------------
+# 3. The autograd.Function and the public function
+# ----------------------------------------------------------------------------------------------------
+
+_DEFAULT_CONFIG = FlashConfig().encode()  # a constant list, so torch.compile traces no dataclass code
+
+
+class FlashAttentionTriton(torch.autograd.Function):
+    """FlashAttention-2 with Triton kernels for the forward and both backward passes."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, is_causal=False, config=None):
+        check_attention_inputs(q, k, v)
+        if q.device.type != "cuda" and not INTERPRET:
+            raise ValueError(f"Triton kernels need CUDA tensors (or TRITON_INTERPRET=1), got device {q.device}")
+        code = _DEFAULT_CONFIG if config is None else config.encode()
+        o, L = flash_fwd(as_4d(q), as_4d(k), as_4d(v), is_causal, code)
+        o, L = o.view(q.shape), L.view(q.shape[:-1])  # (B, [H,] Nq, d), (B, [H,] Nq)
+        ctx.is_causal, ctx.config = is_causal, code
+        # L is the only saved tensor shaped q.shape[:-1] (the CS336 tests find it that way)
+        ctx.save_for_backward(L, q, k, v, o)
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        L, q, k, v, o = ctx.saved_tensors
+        dq, dk, dv = flash_bwd(as_4d(q), as_4d(k), as_4d(v), as_4d(o), as_4d(do), L, ctx.is_causal, ctx.config)
+        return dq.view(q.shape), dk.view(k.shape), dv.view(v.shape), None, None
+
+
+def flash_attention_triton(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False, config: FlashConfig | None = None
+) -> torch.Tensor:
+    """q (B, [H,] Nq, d), k, v (B, [H,] Nk, d) -> (B, [H,] Nq, d); causal masking is top-left aligned."""
+    return FlashAttentionTriton.apply(q, k, v, is_causal, config)

@@ -1,0 +1,1 @@
+"""Benchmarks: timing primitives (timing.py) and one sweep module per chapter."""

@@ -1,0 +1,247 @@
+"""Training-step time of the data-parallel variants (handout §2.2.3, §2.3.1, §2.3.2, §2.3.3(a)).
+
+Each rank builds the same model (the XL preset of §1.1.2 by default), wraps it in one variant of
+``systems.ddp`` (PyTorch's DDP is the anchor, timed in the same launch) and runs full AdamW steps on its
+own random batch: ``warmup`` untimed steps, then ``steps`` timed ones, the device synchronised around
+each. A step is forward, backward, ``finish_gradient_synchronization`` and the optimizer step.
+Communication time is what the wrapper spends in ``finish_gradient_synchronization`` with
+``sync_timing=True``: for naive and flat DDP that is the whole all-reduce phase after the backward pass;
+for the overlapping variants only the part the backward pass did not hide. Every rank's numbers are
+gathered and the slowest rank is reported. Out-of-memory is a row.
+
+:func:`trace` records one step of a variant with ``torch.profiler`` and returns every GPU kernel as an
+interval on its stream, labelled compute or communication (NCCL), for the overlap timeline of §2.3.2(b).
+
+    python -m systems.bench.ddp --variants naive flat overlap torch --bucket-sizes 1 10 100 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import tempfile
+import timeit
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pandas as pd
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from systems.bench.timing import OOM, free_memory, run_or_oom, synchronize
+from systems.ddp import wrap
+from systems.dist import launch
+from systems.model import TransformerLM, parameter_count, preset
+
+# A model for the CPU smoke profile: the same code paths in seconds.
+SMOKE_MODEL = {"d_model": 64, "d_ff": 128, "num_layers": 2, "num_heads": 4, "vocab_size": 512}
+COMM = re.compile(r"nccl|gloo|all_?reduce", re.IGNORECASE)
+
+
+@dataclass
+class DDPBenchConfig:
+    size: str = "xl"
+    context_length: int = 128
+    batch_size: int = 4  # per rank: the global batch is batch_size × world size
+    warmup: int = 3
+    steps: int = 8
+    attention: str = "naive"
+    seed: int = 0
+    model_overrides: dict[str, Any] = field(default_factory=dict)
+
+
+def run_label(variant: str, options: dict) -> str:
+    return f"{variant} {options['bucket_size_mb']:g} MB" if variant == "bucketed" else variant
+
+
+class _Trainer:
+    """One rank's model, wrapper, optimizer and batch; ``step()`` is one timed training step."""
+
+    def __init__(self, cfg: DDPBenchConfig, variant: str, options: dict, device: torch.device):
+        model_cfg = preset(cfg.size, context_length=cfg.context_length, attention=cfg.attention,
+                           **cfg.model_overrides)
+        torch.manual_seed(cfg.seed)
+        with torch.device(device):
+            model = TransformerLM(model_cfg)
+        self.n_params = parameter_count(model_cfg)
+        self.model = wrap(variant, model, sync_timing=True, **options)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
+        g = torch.Generator(device=device).manual_seed(cfg.seed + 1 + dist.get_rank())  # each rank its own data
+        shape = (cfg.batch_size, cfg.context_length)
+        self.x = torch.randint(0, model_cfg.vocab_size, shape, device=device, generator=g)
+        self.y = torch.randint(0, model_cfg.vocab_size, shape, device=device, generator=g)
+        self.device = device
+
+    def step(self) -> None:
+        self.opt.zero_grad(set_to_none=True)
+        logits = self.model(self.x)
+        F.cross_entropy(logits.flatten(0, 1), self.y.flatten()).backward()
+        self.model.finish_gradient_synchronization()
+        self.opt.step()
+
+
+def _measure(cfg: DDPBenchConfig, variant: str, options: dict, device: torch.device) -> dict[str, Any]:
+    trainer = _Trainer(cfg, variant, options, device)
+    for _ in range(cfg.warmup):
+        trainer.step()
+    trainer.model.comm_ms.clear()
+    step_ms = []
+    for _ in range(cfg.steps):
+        synchronize(device)
+        start = timeit.default_timer()
+        trainer.step()
+        synchronize(device)
+        step_ms.append((timeit.default_timer() - start) * 1e3)
+    out = {"params": trainer.n_params, "step_times_ms": step_ms, "comm_times_ms": list(trainer.model.comm_ms)}
+    if device.type == "cuda":
+        out["peak_memory_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+    return out
+
+
+def _device() -> torch.device:
+    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+
+
+def _bench_worker(rank: int, world: int, cfg: DDPBenchConfig, runs: list[tuple[str, dict]]) -> list[dict]:
+    device = _device()
+    rows = []
+    for variant, options in runs:
+        result = run_or_oom(lambda: _measure(cfg, variant, options, device))
+        free_memory()
+        every = [None] * world
+        dist.all_gather_object(every, result)  # a rank that ran out of memory reports it; none is left waiting
+        row = {"variant": variant, "run": run_label(variant, options), "bucket_size_mb": options.get("bucket_size_mb"),
+               "world_size": world}
+        if any(r == OOM for r in every):
+            rows.append({**row, "status": OOM})
+            continue
+        step = [statistics.fmean(r["step_times_ms"]) for r in every]
+        comm = [statistics.fmean(r["comm_times_ms"]) for r in every]
+        rows.append({
+            **row, "status": "ok", "params": every[0]["params"],
+            "step_ms": max(step), "step_std_ms": statistics.stdev(every[step.index(max(step))]["step_times_ms"]),
+            "comm_ms": max(comm), "comm_share": max(comm) / max(step),
+            "rank_step_ms": step, "rank_comm_ms": comm,
+            "peak_memory_mb": max(r.get("peak_memory_mb", float("nan")) for r in every),
+        })
+    return rows
+
+
+def benchmark(cfg: DDPBenchConfig, runs: list[tuple[str, dict]], world_size: int = 2, backend: str | None = None,
+              timeout_s: float = 600.0) -> pd.DataFrame:
+    """Time every (variant, options) run in one launch of ``world_size`` ranks; one row per run."""
+    rows = launch(_bench_worker, world_size, cfg, runs, backend=backend, timeout_s=timeout_s)[0]
+    df = pd.DataFrame(rows)
+    for k, v in asdict(cfg).items():
+        if k != "model_overrides":
+            df[k] = v
+    return df
+
+
+def standard_runs(bucket_sizes_mb=(1, 10, 100, 1000)) -> list[tuple[str, dict]]:
+    """The handout's comparison: naive, flat, overlap, bucketed at each size, and PyTorch DDP."""
+    return ([("naive", {}), ("flat", {}), ("overlap", {})]
+            + [("bucketed", {"bucket_size_mb": b}) for b in bucket_sizes_mb] + [("torch", {})])
+
+
+# -- the overlap timeline (§2.3.2(b)) ---------------------------------------------------------------------
+def intervals(trace: dict) -> pd.DataFrame:
+    """Every GPU kernel of a Chrome trace (``torch.profiler`` export) as (lane, kind, name, start_ms, end_ms).
+
+    ``lane`` is the CUDA stream; ``kind`` is "communication" for NCCL kernels, else "compute". A CPU-only
+    trace (gloo smoke runs) has no kernels: its lanes are threads, with backward-pass functions as compute
+    and collective calls as communication. Times are relative to the first interval.
+    """
+    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and "dur" in e]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    if kernels:
+        rows = [(f"stream {e.get('args', {}).get('stream', e.get('tid'))}", e) for e in kernels]
+    else:
+        rows = [(f"thread {e.get('tid')}", e) for e in events if e.get("cat") == "cpu_op"
+                and (COMM.search(e["name"]) or e["name"].startswith("autograd::engine::evaluate_function"))]
+    df = pd.DataFrame([{"lane": lane, "kind": "communication" if COMM.search(e["name"]) else "compute",
+                        "name": e["name"], "start_ms": e["ts"] / 1e3, "end_ms": (e["ts"] + e["dur"]) / 1e3}
+                       for lane, e in rows], columns=["lane", "kind", "name", "start_ms", "end_ms"])
+    if len(df):
+        t0 = df.start_ms.min()
+        df[["start_ms", "end_ms"]] -= t0
+    return df.sort_values("start_ms", ignore_index=True)
+
+
+def overlap_ms(df: pd.DataFrame) -> float:
+    """Time (ms) during which some communication interval and some compute interval both run."""
+    def union(kind):
+        spans = sorted(df.loc[df.kind == kind, ["start_ms", "end_ms"]].itertuples(index=False, name=None))
+        merged: list[list[float]] = []
+        for s, e in spans:
+            if merged and s <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], e)
+            else:
+                merged.append([s, e])
+        return merged
+
+    comm, comp = union("communication"), union("compute")
+    return sum(max(0.0, min(e1, e2) - max(s1, s2)) for s1, e1 in comm for s2, e2 in comp)
+
+
+def _trace_worker(rank: int, world: int, cfg: DDPBenchConfig, runs: list[tuple[str, dict]]) -> list[dict]:
+    from torch.profiler import ProfilerActivity, profile
+
+    device = _device()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    rows = []
+    for variant, options in runs:
+        trainer = _Trainer(cfg, variant, options, device)
+        for _ in range(cfg.warmup):
+            trainer.step()
+        synchronize(device)
+        with profile(activities=activities) as prof:
+            trainer.step()
+            synchronize(device)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "trace.json")
+            prof.export_chrome_trace(path)
+            with open(path) as f:
+                df = intervals(json.load(f))
+        df.insert(0, "run", run_label(variant, options))
+        df.insert(0, "rank", rank)
+        rows += df.to_dict(orient="records")
+        del trainer, prof
+        free_memory()
+    return rows
+
+
+def trace(cfg: DDPBenchConfig, runs: list[tuple[str, dict]], world_size: int = 2, backend: str | None = None,
+          timeout_s: float = 600.0) -> pd.DataFrame:
+    """Kernel intervals of one profiled step of each run, on every rank (columns: rank, run, lane, kind, ...)."""
+    per_rank = launch(_trace_worker, world_size, cfg, runs, backend=backend, timeout_s=timeout_s)
+    return pd.DataFrame([row for rows in per_rank for row in rows])
+
+
+def main(argv: list[str] | None = None) -> pd.DataFrame:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--size", default="xl")
+    p.add_argument("--context-length", type=int, default=128)
+    p.add_argument("--batch-size", type=int, default=4, help="per rank")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--world-size", type=int, default=2)
+    p.add_argument("--variants", nargs="+", default=["naive", "flat", "overlap", "torch"])
+    p.add_argument("--bucket-sizes", nargs="*", type=float, default=[1, 10, 100, 1000])
+    p.add_argument("--model-overrides", type=json.loads, default={})
+    args = p.parse_args(argv)
+    cfg = DDPBenchConfig(size=args.size, context_length=args.context_length, batch_size=args.batch_size,
+                         warmup=args.warmup, steps=args.steps, model_overrides=args.model_overrides)
+    runs = [(v, {}) for v in args.variants] + [("bucketed", {"bucket_size_mb": b}) for b in args.bucket_sizes]
+    df = benchmark(cfg, runs, args.world_size)
+    cols = [c for c in ("run", "status", "step_ms", "step_std_ms", "comm_ms", "comm_share", "peak_memory_mb") if c in df]
+    print(df[cols].to_string(index=False))
+    return df
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""Shared by the FlashAttention tests: inputs, the float64 oracle, per-dtype tolerances, bad inputs."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from systems.attention.oracle import reference_forward_backward
+from systems.model import TransformerLM, preset
+
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+# bf16 is tested on the GPU only: the Triton interpreter multiplies raw bf16 bits (pitfalls.md)
+DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if DEVICE.type == "cuda" else [])
+
+# Largest error allowed, relative to the largest entry of the reference tensor. fp32 on the GPU covers
+# TF32 tensor-core products (Triton's default for fp32 dot); half types round P and the outputs.
+TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 3e-2}
+TF32_TOL = 1e-2
+
+
+def make_qkv(batch: tuple[int, ...], n_q: int, n_k: int, d: int, dtype=torch.float32, contiguous=True, seed=None):
+    """Random q (*batch, n_q, d), k, v (*batch, n_k, d) needing grad; non-contiguous ones are strided views."""
+    g = torch.Generator().manual_seed(seed) if seed is not None else None
+
+    def one(n):
+        if contiguous:
+            x = torch.randn(*batch, n, d, generator=g)
+        else:
+            # the sequence dim outermost and the head dim padded: every stride differs from the contiguous one
+            x = torch.randn(n, *batch, d + 8, generator=g).movedim(0, -2)[..., :d]
+        return x.to(device=DEVICE, dtype=dtype).requires_grad_()
+
+    q, k, v = one(n_q), one(n_k), one(n_k)
+    if not contiguous:
+        assert not q.is_contiguous()
+    return q, k, v
+
+
+def reference(q, k, v, do, is_causal):
+    """(O, L, dQ, dK, dV) in float64 from the naive formula (systems.attention.oracle)."""
+    return reference_forward_backward(q, k, v, do, is_causal)
+
+
+def assert_close_to(actual, expected, tol, name):
+    """Every element within tol * max|expected| (plus tol relative): scale-aware and still element-wise."""
+    actual, expected = actual.double(), expected.double()
+    assert actual.shape == expected.shape, f"{name}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
+    assert torch.isfinite(actual).all(), f"{name}: non-finite values"
+    scale = expected.abs().max().clamp_min(1e-2)  # floor: some gradients are exactly 0 (one key)
+    torch.testing.assert_close(actual, expected, atol=tol * scale.item(), rtol=tol, msg=lambda m: f"{name}: {m}")
+
+
+def saved_logsumexp(o, q):
+    """The one saved tensor shaped like q without its last dim, found the way the CS336 tests find it."""
+    found = [t for t in o.grad_fn.saved_tensors if t.shape == q.shape[:-1]]
+    assert len(found) == 1, f"expected exactly one saved tensor of shape {tuple(q.shape[:-1])}, got {len(found)}"
+    return found[0]
+
+
+def check_against_reference(apply, q, k, v, is_causal, tol, do=None):
+    """Run ``apply(q, k, v, is_causal)`` forward and backward; compare O, L, dQ, dK, dV with the oracle."""
+    o = apply(q, k, v, is_causal)
+    L = saved_logsumexp(o, q)
+    assert o.grad_fn.is_causal == is_causal
+    do = torch.randn_like(o) if do is None else do
+    o.backward(do)
+    expected = reference(q, k, v, do, is_causal)
+    for name, actual, exp in zip(("O", "L", "dQ", "dK", "dV"), (o, L, q.grad, k.grad, v.grad), expected):
+        assert_close_to(actual, exp, tol, name)
+
+
+def bad_inputs():
+    """(q, k, v, words the error must contain) for input the kernels must refuse."""
+    t = lambda *s, dtype=torch.float32: torch.randn(*s, dtype=dtype, device=DEVICE)  # noqa: E731
+    return [
+        ((t(2, 8, 16), t(3, 8, 16), t(3, 8, 16)), "batch"),
+        ((t(2, 2, 8, 16), t(2, 3, 8, 16), t(2, 3, 8, 16)), "batch"),
+        ((t(2, 8, 32), t(2, 8, 16), t(2, 8, 16)), "head dimension"),
+        ((t(2, 8, 16), t(2, 8, 16), t(2, 9, 16)), "same shape"),
+        ((t(2, 8, 8), t(2, 8, 8), t(2, 8, 8)), "head dimension"),
+        ((t(2, 8, 256), t(2, 8, 256), t(2, 8, 256)), "head dimension"),
+        ((t(8, 16), t(8, 16), t(8, 16)), "must be (batch"),
+        ((t(2, 8, 16), t(2, 1, 8, 16), t(2, 1, 8, 16)), "number of dimensions"),
+        ((t(2, 8, 16), t(2, 8, 16, dtype=torch.float16), t(2, 8, 16)), "dtype"),
+        ((t(2, 8, 16, dtype=torch.float64),) * 3, "dtype"),
+        ((t(2, 8, 16), t(2, 8, 16), t(2, 8, 16).to("meta")), "device"),
+        ((t(2, 0, 16), t(2, 8, 16), t(2, 8, 16)), "at least 1"),
+    ]
+
+
+def check_sum_backward(apply, batch, n, d, tol, dtype=torch.float32):
+    """``apply(q, k, v, causal).sum().backward()``, as the leaderboard harness does (dO has stride 0)."""
+    q, k, v = make_qkv(batch, n, n, d, dtype=dtype)
+    o = apply(q, k, v, True)
+    o.sum().backward()
+    expected = reference(q, k, v, torch.ones_like(o), True)
+    for name, actual, exp in zip(("O", "dQ", "dK", "dV"), (o, q.grad, k.grad, v.grad), expected[:1] + expected[2:]):
+        assert_close_to(actual, exp, tol, name)
+
+
+def check_bad_input_refused(apply, case):
+    (q, k, v), words = bad_inputs()[case]
+    with pytest.raises(ValueError, match=re.escape(words)):
+        apply(q, k, v, False)
+
+
+def check_model_matches_naive(attention, context_length, num_layers, tol):
+    """The Transformer LM's logits with ``attention`` against the same model with naive attention."""
+    tiny = dict(vocab_size=97, context_length=context_length, d_model=64, num_layers=num_layers, num_heads=4, d_ff=96)
+    tokens = torch.randint(0, 97, (2, context_length), device=DEVICE)
+    logits = {}
+    for name in ("naive", attention):
+        torch.manual_seed(0)
+        logits[name] = TransformerLM(preset("small", attention=name, **tiny)).to(DEVICE)(tokens)
+    torch.testing.assert_close(logits[attention], logits["naive"], rtol=tol, atol=tol)
+

@@ -1,0 +1,106 @@
+"""The benchmarking harness: timing discipline, result fields, OOM as a result, the CLI."""
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+from systems.bench import e2e
+from systems.bench.e2e import SMOKE_MODEL, BenchConfig, benchmark, sweep
+from systems.bench.timing import OOM, run_or_oom, time_steps
+
+
+def tiny(**kw) -> BenchConfig:
+    return BenchConfig(size="small", context_length=8, batch_size=2, warmup=1, steps=3, model_overrides=SMOKE_MODEL, **kw)
+
+
+def test_time_steps_runs_warmup_untimed():
+    calls = []
+    t = time_steps(lambda: calls.append(1), warmup=2, steps=3)
+    assert len(calls) == 5
+    assert t.steps == 3 and len(t.times_ms) == 3 and t.warmup == 2
+    assert t.min_ms <= t.median_ms <= max(t.times_ms)
+
+
+def test_time_steps_rejects_no_steps():
+    with pytest.raises(ValueError, match="steps"):
+        time_steps(lambda: None, warmup=0, steps=0)
+
+
+@pytest.mark.parametrize("mode,phases", [("forward", ["forward"]),
+                                         ("forward_backward", ["forward", "backward"]),
+                                         ("train", ["forward", "backward", "optimizer"])])
+def test_benchmark_reports_every_phase(mode, phases):
+    row = benchmark(tiny(mode=mode))
+    assert row["status"] == "ok"
+    assert row["params"] > 0 and row["mode"] == mode and row["size"] == "small"
+    assert len(row["step_times_ms"]) == 3
+    for phase in phases:
+        assert len(row[f"{phase}_times_ms"]) == 3
+        assert row[f"{phase}_ms"] > 0 and row[f"{phase}_std_ms"] >= 0
+    for phase in {"forward", "backward", "optimizer"} - set(phases):
+        assert f"{phase}_ms" not in row
+    # the phases are part of the step, so they cannot add up to more than it
+    assert sum(row[f"{p}_ms"] for p in phases) <= row["step_ms"] * 1.001
+
+
+def test_train_mode_updates_the_weights(monkeypatch):
+    seen = {}
+    original = e2e._Step.__init__
+
+    def spy(self, cfg, device):
+        original(self, cfg, device)
+        seen["step"] = self
+        seen["before"] = [p.detach().clone() for p in self.model.parameters()]
+
+    monkeypatch.setattr(e2e._Step, "__init__", spy)
+    benchmark(tiny(mode="train"))
+    after = list(seen["step"].model.parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(seen["before"], after))
+
+
+def test_bf16_autocast_mode_runs():
+    assert benchmark(tiny(dtype="bf16"))["status"] == "ok"
+
+
+def test_out_of_memory_is_a_row_and_the_sweep_goes_on(monkeypatch):
+    original = e2e._Step.__call__
+
+    def call(self):
+        if self.cfg.context_length == 16:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+        return original(self)
+
+    monkeypatch.setattr(e2e._Step, "__call__", call)
+    df = sweep(tiny(), progress=False, context_length=[8, 16, 4])
+    assert list(df.status) == ["ok", OOM, "ok"]
+    assert pd.isna(df.loc[1, "forward_ms"]) and df.loc[2, "forward_ms"] > 0
+
+
+def test_other_errors_are_not_swallowed():
+    def boom():
+        raise RuntimeError("shape mismatch")
+
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        run_or_oom(boom)
+
+
+def test_sweep_rejects_unknown_settings():
+    with pytest.raises(ValueError, match="unknown benchmark setting"):
+        sweep(tiny(), colour=["red"])
+
+
+def test_bad_mode_is_named():
+    with pytest.raises(ValueError, match="mode"):
+        BenchConfig(mode="inference")
+
+
+def test_cli_writes_json_with_provenance(tmp_path):
+    out = tmp_path / "r.json"
+    e2e.main(["--size", "small", "--context-length", "8", "--batch-size", "2", "--warmup", "0", "--steps", "2",
+              "--mode", "forward", "train", "--model-overrides", json.dumps(SMOKE_MODEL), "--json", str(out)])
+    data = json.loads(out.read_text())
+    assert {"gpu", "torch", "commit", "date"} <= set(data["provenance"])
+    assert [r["mode"] for r in data["results"]] == ["forward", "train"]
+    assert all(r["status"] == "ok" for r in data["results"])

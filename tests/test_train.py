@@ -1,0 +1,188 @@
+"""Training (systems.train, systems.data): 2 gloo processes follow the single-process loss curve; resume is exact.
+
+One 2-process launch plays every data-parallel variant (it is the slow part); the single-process runs
+that serve as references happen in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from systems.data import TokenData
+from systems.dist import launch
+from systems.train import TrainConfig, lr_at, train, train_many
+
+STEPS = 6
+TINY = dict(d_model=32, num_layers=2, num_heads=2, d_ff=64, context_length=16, vocab_size=96,
+            global_batch_size=8, max_steps=STEPS, warmup_steps=2, lr=1e-2, progress=False)
+TEXT = ("It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of "
+        "foolishness, it was the epoch of belief, it was the epoch of incredulity. ") * 20
+VARIANTS = {  # name -> settings of the 2-process run; the reference is the same run in one process
+    "bucketed": dict(wrapper="bucketed", bucket_size_mb=0.01),  # ~10 KB buckets: several of them
+    "torch": dict(wrapper="torch"),
+    "bucketed_zero1": dict(wrapper="bucketed", zero1=True),
+    "torch_zero1": dict(wrapper="torch", zero1=True),
+    "naive_accum": dict(wrapper="naive", grad_accum=2),  # no_sync on the first of two micro-batches
+    "overlap_text": dict(wrapper="overlap", data="TEXT"),
+}
+
+
+def cfg(**kw) -> TrainConfig:
+    return TrainConfig(**{**TINY, **kw})
+
+
+def single(settings: dict) -> dict:
+    """The same run in one process: no wrapper, same global batch."""
+    return {k: v for k, v in settings.items() if k not in ("wrapper", "bucket_size_mb")}
+
+
+def losses(records):
+    return [r["loss"] for r in records]
+
+
+@pytest.fixture(scope="module")
+def text_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("data") / "tale.txt"
+    path.write_text(TEXT)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def two_ranks(text_file, tmp_path_factory):
+    ckpt = tmp_path_factory.mktemp("ckpt")
+    cfgs = [cfg(**{**s, "data": text_file if s.get("data") == "TEXT" else "random"}) for s in VARIANTS.values()]
+    cfgs.append(cfg(wrapper="bucketed", zero1=True, checkpoint_dir=str(ckpt), checkpoint_every=3))
+    runs = launch(train_many, 2, cfgs, backend="gloo", timeout_s=150)
+    assert losses(runs[0][0]) == losses(runs[1][0])  # every rank logs the same global loss
+    return {"runs": dict(zip(list(VARIANTS) + ["checkpointed"], runs[0])), "ckpt": ckpt}
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_two_processes_follow_the_single_process_curve(two_ranks, text_file, name):
+    settings = {**VARIANTS[name], "data": text_file if VARIANTS[name].get("data") == "TEXT" else "random"}
+    want = losses(train(cfg(**single(settings))))
+    got = losses(two_ranks["runs"][name])
+    assert len(got) == STEPS
+    assert got == pytest.approx(want, abs=2e-5, rel=0)
+    assert want[-1] < want[0]  # it learns: the comparison is not between two flat lines
+
+
+@pytest.mark.distributed
+def test_sharded_checkpoint_resumes_in_one_process(two_ranks):
+    """A ZeRO-1 checkpoint written by 2 ranks at step 3 continues the 2-rank curve in a single process."""
+    full = losses(two_ranks["runs"]["checkpointed"])
+    resumed = train(cfg(zero1=True, resume=str(two_ranks["ckpt"] / "step_000003.pt")))
+    assert [r["step"] for r in resumed] == [3, 4, 5]
+    assert losses(resumed) == pytest.approx(full[3:], abs=2e-5, rel=0)
+    assert (two_ranks["ckpt"] / f"step_{STEPS:06d}.pt").exists()  # the final checkpoint is always written
+
+
+@pytest.mark.parametrize("zero1", [False, True])
+def test_resume_continues_the_same_curve_exactly(tmp_path, zero1):
+    full = train(cfg(zero1=zero1, checkpoint_dir=str(tmp_path), checkpoint_every=2, bf16=zero1))
+    resumed = train(cfg(zero1=zero1, resume=str(tmp_path / "step_000002.pt"), bf16=zero1))
+    assert losses(resumed) == losses(full)[2:]  # bitwise: same state, same data, same learning rates
+    ckpt = torch.load(tmp_path / "step_000004.pt", weights_only=False)
+    assert ckpt["step"] == 4 and ckpt["data"]["next_step"] == 4
+    assert set(ckpt["optimizer"]["state"]) == set(range(len(ckpt["model"])))  # full (consolidated) state
+
+
+def test_resume_refuses_another_model(tmp_path):
+    train(cfg(max_steps=1, checkpoint_dir=str(tmp_path)))
+    with pytest.raises(ValueError, match="d_model"):
+        train(cfg(d_model=64, resume=str(tmp_path / "step_000001.pt")))
+
+
+def test_byte_level_text_data(text_file):
+    data = TokenData.from_text(text_file, vocab_size=300)
+    raw = TEXT.encode()
+    rows = data.global_batch(step=7, batch_size=4, context_length=10)
+    for row in rows:  # each row is a contiguous window of the file's bytes
+        window = bytes(row.tolist())
+        assert window in raw and len(window) == 11
+    folded = TokenData.from_text(text_file, vocab_size=64).global_batch(7, 4, 10)
+    assert torch.equal(folded, rows % 64) and int(folded.max()) < 64
+    records = train(cfg(data=text_file, max_steps=8))
+    assert records[-1]["loss"] < records[0]["loss"] - 0.3  # English bytes are easy to start learning
+
+
+@pytest.mark.parametrize("source", ["random", "text"])
+def test_sampler_is_independent_of_world_size(text_file, source):
+    data = TokenData.from_spec(text_file if source == "text" else "random", vocab_size=96, seed=3)
+    x1, y1 = data.local_batch(5, 12, 8)
+    for world in (2, 3, 4):
+        parts = [data.local_batch(5, 12, 8, rank, world) for rank in range(world)]
+        assert torch.equal(torch.cat([x for x, _ in parts]), x1)
+        assert torch.equal(torch.cat([y for _, y in parts]), y1)
+    assert torch.equal(x1[:, 1:], y1[:, :-1])  # targets are the next tokens
+    assert not torch.equal(data.local_batch(6, 12, 8)[0], x1)  # another step, another batch
+    assert not torch.equal(TokenData.from_spec("random", 96, seed=4).local_batch(5, 12, 8)[0],
+                           TokenData.from_spec("random", 96, seed=3).local_batch(5, 12, 8)[0])
+
+
+def test_learning_rate_schedule():
+    c = cfg(max_steps=100, warmup_steps=10, lr=1.0, min_lr=0.1)
+    assert lr_at(c, 0) == pytest.approx(0.1) and lr_at(c, 9) == pytest.approx(1.0)
+    assert lr_at(c, 55) == pytest.approx(0.55)  # half-way down the cosine
+    assert lr_at(c, 100) == pytest.approx(0.1) and lr_at(c, 500) == pytest.approx(0.1)
+    assert all(lr_at(c, s) >= lr_at(c, s + 1) for s in range(10, 120))
+
+
+def test_configuration_errors():
+    with pytest.raises(ValueError, match="wrapper"):
+        cfg(wrapper="fsdp")
+    with pytest.raises(ValueError, match="checkpoint_dir"):
+        cfg(checkpoint_every=5)
+    with pytest.raises(ValueError, match="micro-batches"):
+        train(cfg(grad_accum=3))
+    with pytest.raises(ValueError, match="unknown model size"):
+        cfg(size="huge").model_config()
+
+
+def test_cli_help():
+    out = subprocess.run([sys.executable, "-m", "systems.train", "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0
+    for flag in ("--zero1", "--wrapper", "--grad-accum", "--resume", "--bf16", "--no-progress", "--d-model"):
+        assert flag in out.stdout
+
+
+def test_cli_tiny_run(tmp_path):
+    log = tmp_path / "log.jsonl"
+    argv = [sys.executable, "-m", "systems.train", "--max-steps", "3", "--no-progress", "--log-file", str(log),
+            "--checkpoint-dir", str(tmp_path / "ckpt"), "--zero1"]
+    for key, value in TINY.items():
+        if key not in ("max_steps", "progress"):
+            argv += ["--" + key.replace("_", "-"), str(value)]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "final loss" in out.stdout
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert lines[0]["event"] == "start" and lines[0]["config"]["zero1"] is True
+    assert [r["step"] for r in lines[1:]] == [0, 1, 2]
+    assert all(math.isfinite(r["loss"]) and r["tokens_per_s"] > 0 for r in lines[1:])
+    assert (tmp_path / "ckpt" / "step_000003.pt").exists()
+
+
+@pytest.mark.distributed
+def test_cli_under_torchrun(tmp_path):
+    """The documented entry point: torchrun sets RANK/WORLD_SIZE and train() joins the group itself."""
+    log = tmp_path / "log.jsonl"
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+            "-m", "systems.train", "--max-steps", "3", "--no-progress", "--wrapper", "bucketed", "--zero1",
+            "--log-file", str(log)]
+    for key, value in TINY.items():
+        if key not in ("max_steps", "progress"):
+            argv += ["--" + key.replace("_", "-"), str(value)]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert lines[0]["world_size"] == 2  # rank 0 alone writes the log
+    want = losses(train(cfg(max_steps=3)))  # one process, same global batches and schedule
+    assert [r["loss"] for r in lines[1:]] == pytest.approx(want, abs=2e-5, rel=0)
