@@ -80,10 +80,11 @@ def test_half_precision(dtype):
     check_against_reference(with_config(SMALL_TILES["q32_k16"]), q, k, v, True, tol(dtype))
 
 
-def test_causal_optimisations_off_give_the_same_result():
-    # every tile walked, every tile masked by index comparison: the slow path must agree with the fast one
-    config = FlashConfig(fwd=Tiles(16, 32), dkdv=Tiles(32, 16), dq=Tiles(16, 32), skip_masked_tiles=False,
-                         split_diagonal=False)
+@pytest.mark.parametrize("off", [dict(skip_masked_tiles=False, split_diagonal=False), dict(unmasked_first=False)])
+def test_causal_optimisations_off_give_the_same_result(off):
+    # every tile walked and masked by index comparison, or the dK/dV loops in the other order: the slow
+    # paths must agree with the fast one
+    config = FlashConfig(fwd=Tiles(16, 32), dkdv=Tiles(32, 16), dq=Tiles(16, 32), **off)
     q, k, v = make_qkv((1, 2), 70, 50, 32)
     check_against_reference(with_config(config), q, k, v, True, tol(torch.float32))
 
@@ -167,38 +168,60 @@ def test_gpu_leaderboard_shape_compiled():
 
 # ---- compiled for an H100 without one: code-generator errors and the instructions we count on ----------
 
-KERNEL_TILES = {"flash_fwd_kernel": (128, 64, "EVEN_K"), "flash_bwd_dkdv_kernel": (32, 128, "EVEN_Q"),
-                "flash_bwd_dq_kernel": (128, 32, "EVEN_K")}
+KERNELS = {"fwd": ("flash_fwd_kernel", "EVEN_K"), "dkdv": ("flash_bwd_dkdv_kernel", "EVEN_Q"),
+           "dq": ("flash_bwd_dq_kernel", "EVEN_K")}
 POINTERS = {"Q", "K", "V", "O", "L", "DO", "DELTA", "DK", "DV", "DQ"}
+ELEMENT_BYTES = {"bf16": 2, "fp32": 4}
 
 
-def _compile_for_sm90(kernel_name, dtype, d, is_causal):
-    """PTX of one kernel compiled for sm_90, specialised as a real launch would be (unit head-dim
-    strides, 16-aligned pointers and strides)."""
+def _compile_for_sm90(kind, dtype, d, is_causal):
+    """One kernel with its default tiles compiled for sm_90, specialised as a real launch would be (unit
+    head-dim strides, 16-aligned pointers and strides, ragged lengths); returns its PTX."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     from systems.attention import flash_triton
 
+    kernel_name, even = KERNELS[kind]
     fn = getattr(flash_triton, kernel_name).fn  # under the heuristics wrapper
-    block_q, block_k, even = KERNEL_TILES[kernel_name]
-    consts = dict(HEAD_DIM=d, BLOCK_D=triton.next_power_of_2(d), CAUSAL=is_causal, SKIP_MASKED=True,
-                  SPLIT_DIAGONAL=True, BLOCK_Q=block_q, BLOCK_K=block_k, **{even: False})
+    block_d = max(16, triton.next_power_of_2(d))
+    tiles = flash_triton._default_tiles(kind, block_d, ELEMENT_BYTES[dtype])
+    consts = dict(HEAD_DIM=d, BLOCK_D=block_d, CAUSAL=is_causal, SKIP_MASKED=True, SPLIT_DIAGONAL=True,
+                  BLOCK_Q=tiles.block_q, BLOCK_K=tiles.block_k, **{even: False})
+    if kind == "dkdv":
+        consts["UNMASKED_FIRST"] = True
     consts.update({n: 1 for n in fn.arg_names if n.startswith("stride_") and n.endswith("d")})
     signature = {n: "constexpr" if n in consts else ("*fp32" if n in ("L", "DELTA") else f"*{dtype}")
                  if n in POINTERS else ("fp32" if "scale" in n else "i32") for n in fn.arg_names}
     aligned = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names)
                if n in POINTERS or (n.startswith("stride_") and n not in consts)}
     compiled = triton.compile(ASTSource(fn, signature, consts, aligned), target=GPUTarget("cuda", 90, 32),
-                              options=dict(num_warps=4, num_stages=3))
+                              options=dict(num_warps=tiles.num_warps, num_stages=tiles.num_stages))
     return compiled.asm["ptx"]
 
 
-def test_kernels_compile_for_sm90():
+def _ptxas_report(ptx, tmp_path):
+    """What ptxas says when it assembles the PTX for the H100: (spilled bytes, wgmma serialised?)."""
+    import re
+
+    import triton
+
+    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    arch = re.search(r"^\.target (sm_\w+)", ptx, re.MULTILINE).group(1)
+    source = tmp_path / "kernel.ptx"
+    source.write_text(ptx)
+    run = subprocess.run([str(ptxas), "-v", f"--gpu-name={arch}", str(source), "-o", str(tmp_path / "kernel.cubin")],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    spilled = sum(int(n) for n in re.findall(r"(\d+) bytes spill stores", run.stderr))
+    return spilled, "C7515" in run.stderr  # C7515: wgmma products serialised
+
+
+def test_kernels_compile_for_sm90(tmp_path):
     # The interpreter accepts code that the compiler refuses (e.g. non-constexpr globals), so compile for
-    # an H100 here; no GPU is needed for that. Under the interpreter the kernels are not compilable
-    # objects: run this test again in a process without it.
+    # an H100 here; no GPU is needed for that, and ptxas reports the registers. Under the interpreter the
+    # kernels are not compilable objects: run this test again in a process without it.
     from systems.attention.flash_triton import INTERPRET
 
     if INTERPRET:
@@ -208,8 +231,16 @@ def test_kernels_compile_for_sm90():
                              env=env, capture_output=True, text=True, cwd=Path(__file__).parent.parent)
         assert run.returncode == 0, run.stdout[-4000:]
         return
-    for kernel_name, (dtype, d, is_causal) in product(KERNEL_TILES, [("bf16", 64, True), ("fp32", 48, False)]):
-        ptx = _compile_for_sm90(kernel_name, dtype, d, is_causal)
-        assert "wgmma.mma_async" in ptx, kernel_name  # Hopper tensor-core products
-        assert "cp.async" in ptx, kernel_name  # tile loads pipelined into shared memory
-        assert "st.local" not in ptx, kernel_name  # no register spills
+    # The 16-bit dtypes are the fast path: their default tiles must run without spilling registers and
+    # with asynchronous products. fp32 (TF32 products) only has to compile: its operands take twice the
+    # registers, and at head dim 128 every candidate that fits in shared memory spills.
+    shapes = [("bf16", 64, True), ("bf16", 128, True), ("bf16", 32, False), ("bf16", 96, False), ("fp32", 48, False)]
+    for kind, (dtype, d, is_causal) in product(KERNELS, shapes):
+        where = f"{kind} {dtype} d={d} causal={is_causal}"
+        ptx = _compile_for_sm90(kind, dtype, d, is_causal)
+        assert "wgmma.mma_async" in ptx, where  # Hopper tensor-core products
+        assert "cp.async" in ptx, where  # tile loads pipelined into shared memory
+        if dtype == "bf16":
+            spilled, serialised = _ptxas_report(ptx, tmp_path)
+            assert spilled == 0, f"{where}: the default tiles spill {spilled} bytes of registers"
+            assert not serialised, f"{where}: ptxas serialises the wgmma products"

@@ -24,9 +24,12 @@ GPU, fp32 inputs use TF32 tensor-core products (Triton's default), as cuBLAS doe
 
 Tile sizes are autotuned on the GPU over a small, pruned set of configurations, keyed by the head
 dim, causality, dtype and the sequence lengths rounded to a power of two (capped), so a new length
-in the same bucket does not tune again. Under ``TRITON_INTERPRET=1`` (CPU tests) one fixed
-configuration runs. A :class:`FlashConfig` passed to :func:`flash_attention_triton` fixes the tiles
-and switches the causal optimisations off or on, for the measurements of what each one buys.
+in the same bucket does not tune again. Untuned (``FlashConfig(autotune=False)``, and always under
+``TRITON_INTERPRET=1`` in the CPU tests) each kernel takes the first candidate that fits in shared
+memory and in registers; a test compiles those defaults for sm_90 and checks with ptxas that, in the
+16-bit dtypes, they spill no registers and keep the wgmma products asynchronous. A :class:`FlashConfig`
+passed to :func:`flash_attention_triton` fixes the tiles and switches the optimisations off or on, for
+the measurements of what each one buys.
 """
 
 from __future__ import annotations
@@ -259,6 +262,7 @@ def flash_bwd_dkdv_kernel(
     Q_BUCKET, K_BUCKET,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, SKIP_MASKED: tl.constexpr,
     SPLIT_DIAGONAL: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_Q: tl.constexpr,
+    UNMASKED_FIRST: tl.constexpr,
 ):
     """Backward pass 1: each program owns one key tile and sums its dK, dV over all query tiles."""
     bh = tl.program_id(1)
@@ -293,12 +297,19 @@ def flash_bwd_dkdv_kernel(
         lo = 0
         mid = 0
     # Rows past Nq are neutralised through L = +inf, so the query bound needs no comparison on tiles.
+    # The unmasked tiles go first: in the other order dK and dV leave the masked loop with products still
+    # in flight, and ptxas (sm_90) serialises the wgmma products of both loops (its warning C7515).
+    if UNMASKED_FIRST:
+        dk, dv = _dkdv_inner(dk, dv, k, v, Q_bh, DO_bh, stride_qn, stride_qd, stride_don, stride_dod, L_bh, DELTA_bh,
+                             offs_k, offs_d, mid, N_QUERIES, N_QUERIES, qk_scale, BLOCK_Q, HEAD_DIM, False,
+                             not EVEN_Q, CHECK_COLS)
     dk, dv = _dkdv_inner(dk, dv, k, v, Q_bh, DO_bh, stride_qn, stride_qd, stride_don, stride_dod, L_bh, DELTA_bh,
                          offs_k, offs_d, lo, mid, N_QUERIES, qk_scale, BLOCK_Q, HEAD_DIM, True, not EVEN_Q,
                          CHECK_COLS)
-    dk, dv = _dkdv_inner(dk, dv, k, v, Q_bh, DO_bh, stride_qn, stride_qd, stride_don, stride_dod, L_bh, DELTA_bh,
-                         offs_k, offs_d, mid, N_QUERIES, N_QUERIES, qk_scale, BLOCK_Q, HEAD_DIM, False, not EVEN_Q,
-                         CHECK_COLS)
+    if not UNMASKED_FIRST:
+        dk, dv = _dkdv_inner(dk, dv, k, v, Q_bh, DO_bh, stride_qn, stride_qd, stride_don, stride_dod, L_bh, DELTA_bh,
+                             offs_k, offs_d, mid, N_QUERIES, N_QUERIES, qk_scale, BLOCK_Q, HEAD_DIM, False,
+                             not EVEN_Q, CHECK_COLS)
 
     out = b * stride_dkb + h * stride_dkh
     _store(_tile(DK + out, offs_k, offs_d, stride_dkn, stride_dkd), dk * scale, offs_k, offs_d, N_KEYS, HEAD_DIM)
@@ -398,7 +409,8 @@ class FlashConfig:
     """How the three kernels launch. ``None`` tiles: autotuned on a GPU, else the first candidate that fits.
 
     ``skip_masked_tiles`` and ``split_diagonal`` exist to measure the causal optimisations: off, the
-    kernels walk over every tile and compare indices on all of them.
+    kernels walk over every tile and compare indices on all of them. ``unmasked_first`` False runs the dK/dV
+    pass's diagonal tiles before the others, the order that makes the compiler serialise its products.
     """
 
     fwd: Tiles | None = None
@@ -407,28 +419,34 @@ class FlashConfig:
     autotune: bool = True
     skip_masked_tiles: bool = True
     split_diagonal: bool = True
+    unmasked_first: bool = True
 
     def encode(self) -> list[int]:
         """As a list of ints: the argument type a torch.library custom op can take."""
         ints = []
         for t in (self.fwd, self.dkdv, self.dq):
             ints += [0, 0, 0, 0] if t is None else [t.block_q, t.block_k, t.num_warps, t.num_stages]
-        return ints + [int(self.autotune), int(self.skip_masked_tiles), int(self.split_diagonal)]
+        return ints + [int(self.autotune), int(self.skip_masked_tiles), int(self.split_diagonal),
+                       int(self.unmasked_first)]
 
     @classmethod
     def decode(cls, ints: list[int]) -> FlashConfig:
         tiles = [None if ints[i] == 0 else Tiles(*ints[i : i + 4]) for i in (0, 4, 8)]
-        return cls(*tiles, *(bool(x) for x in ints[12:15]))
+        return cls(*tiles, *(bool(x) for x in ints[12:16]))
 
 
-# Candidates in order of preference; the first that fits in shared memory is the untuned default.
+# Candidates in order of preference; the untuned default is the first that fits (see _default_tiles).
 # Forward and dQ hold a query tile and stream key tiles (long BLOCK_K loops), dK/dV the other way round.
-FWD_TILES = (Tiles(128, 64, 4, 3), Tiles(128, 64, 8, 3), Tiles(128, 128, 8, 3), Tiles(64, 64, 4, 3),
+# 64x64 tiles with 4 warps lead: autotuning picked them at the leaderboard shape on an H100.
+FWD_TILES = (Tiles(64, 64, 4, 3), Tiles(128, 64, 8, 3), Tiles(128, 64, 4, 3), Tiles(128, 128, 8, 3),
              Tiles(128, 32, 4, 4), Tiles(64, 32, 4, 2))
-DKDV_TILES = (Tiles(32, 128, 4, 3), Tiles(64, 128, 8, 3), Tiles(64, 64, 4, 3), Tiles(32, 64, 4, 4),
+DKDV_TILES = (Tiles(64, 64, 4, 3), Tiles(32, 64, 4, 4), Tiles(64, 128, 8, 3), Tiles(32, 128, 4, 3),
               Tiles(32, 64, 4, 2))
-DQ_TILES = (Tiles(128, 32, 4, 3), Tiles(128, 64, 8, 3), Tiles(64, 64, 4, 3), Tiles(64, 32, 4, 2))
+DQ_TILES = (Tiles(64, 64, 4, 3), Tiles(128, 64, 8, 3), Tiles(128, 32, 4, 3), Tiles(64, 32, 4, 2))
 SMEM_BUDGET = 160 * 1024  # bytes; an H100 block may use 227 KB, the rest is left to the compiler's buffers
+# fp32 values a thread may keep live (accumulators and one score tile) before ptxas spills registers to
+# local memory; calibrated on the candidates above compiled for sm_90 (a test checks the defaults).
+REGISTER_BUDGET = 144
 
 
 def _smem_bytes(kind: str, t: Tiles, block_d: int, elt: int) -> int:
@@ -438,9 +456,23 @@ def _smem_bytes(kind: str, t: Tiles, block_d: int, elt: int) -> int:
     return (resident + streamed * t.num_stages) * block_d * elt
 
 
+def _live_floats(kind: str, t: Tiles, block_d: int) -> float:
+    """fp32 values per thread that stay live through the loop: the accumulators plus one score tile."""
+    accumulators = {"fwd": t.block_q, "dq": t.block_q, "dkdv": 2 * t.block_k}[kind] * block_d
+    return (accumulators + t.block_q * t.block_k) / (32 * t.num_warps)
+
+
 def _fitting(kind: str, candidates, block_d: int, elt: int) -> list[Tiles]:
+    """The candidates that fit in shared memory (autotuning times these); the smallest if none does."""
     fits = [t for t in candidates if _smem_bytes(kind, t, block_d, elt) <= SMEM_BUDGET]
     return fits or [min(candidates, key=lambda t: _smem_bytes(kind, t, block_d, elt))]
+
+
+def _default_tiles(kind: str, block_d: int, elt: int) -> Tiles:
+    """The untuned tiles: the first candidate that fits in shared memory and in registers."""
+    fits = _fitting(kind, _KERNELS[kind][2], block_d, elt)
+    in_registers = [t for t in fits if _live_floats(kind, t, block_d) <= REGISTER_BUDGET]
+    return in_registers[0] if in_registers else min(fits, key=lambda t: _live_floats(kind, t, block_d))
 
 
 def _to_tiles(c: triton.Config) -> Tiles:
@@ -459,7 +491,7 @@ def _autotuned(kernel, kind: str, candidates):
                              num_stages=t.num_stages) for t in candidates]
     # The dtype of every tensor argument joins the key automatically. cache_results keeps the choice on
     # disk (in Triton's cache directory), so only the first run on a machine pays for tuning.
-    key = ["Q_BUCKET", "K_BUCKET", "HEAD_DIM", "CAUSAL", "SKIP_MASKED", "SPLIT_DIAGONAL"]
+    key = ["Q_BUCKET", "K_BUCKET", "HEAD_DIM", "CAUSAL", "SKIP_MASKED", "SPLIT_DIAGONAL", "UNMASKED_FIRST"]
     return triton.autotune(configs=configs, key=key, prune_configs_by={"early_config_prune": prune},
                            cache_results=True)(kernel)
 
@@ -478,7 +510,7 @@ def _bucket(n: int) -> int:
 
 def _launch(kind: str, tiles: Tiles | None, autotune: bool, rows: int, batch_heads: int, args, meta) -> None:
     """Launch one of the three kernels over (tiles of ``rows``, batch*heads) with fixed or tuned tiles."""
-    plain, tuned, candidates = _KERNELS[kind]
+    plain, tuned, _ = _KERNELS[kind]
     tile_dim = "BLOCK_K" if kind == "dkdv" else "BLOCK_Q"  # dK/dV programs own key tiles
 
     def grid(m):
@@ -488,7 +520,7 @@ def _launch(kind: str, tiles: Tiles | None, autotune: bool, rows: int, batch_hea
         tuned[grid](*args, **meta)
         return
     if tiles is None:
-        tiles = _fitting(kind, candidates, meta["BLOCK_D"], args[0].element_size())[0]
+        tiles = _default_tiles(kind, meta["BLOCK_D"], args[0].element_size())
     plain[grid](*args, **meta, BLOCK_Q=tiles.block_q, BLOCK_K=tiles.block_k,
                 num_warps=tiles.num_warps, num_stages=tiles.num_stages)
 
@@ -540,7 +572,8 @@ def flash_bwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor
     scale = 1.0 / math.sqrt(d)
     meta |= dict(qk_scale=scale * LOG2E.value, scale=scale)
     strides = (*q.stride(), *k.stride(), *v.stride(), *do.stride())
-    _launch("dkdv", cfg.dkdv, cfg.autotune, n_k, B * H, (q, k, v, do, L, delta, dk, dv, *strides, *dk.stride()), meta)
+    _launch("dkdv", cfg.dkdv, cfg.autotune, n_k, B * H, (q, k, v, do, L, delta, dk, dv, *strides, *dk.stride()),
+            meta | dict(UNMASKED_FIRST=cfg.unmasked_first))
     _launch("dq", cfg.dq, cfg.autotune, n_q, B * H, (q, k, v, do, L, delta, dq, *strides, *dq.stride()), meta)
     return dq, dk, dv
 
