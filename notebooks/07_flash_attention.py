@@ -49,6 +49,7 @@ if profile == "full":
     check_shapes, check_dtypes = [(4, 4096, 64), (4, 4096, 128), (2, 1000, 48), (16, 777, 16)], ("bf16", "fp32")
     board = dict(rep=2000, warmup=500)
     variant_run = dict(rep=500, warmup=100)
+    overhead_run = dict(shape=(1, 1, 128, 64), dtype="bf16", n_calls=300)
 else:
     seq_lens, head_dims, dtypes = (64, 128), (16,), ("fp32",)  # the interpreter has no bf16
     rep_ms, warmup_ms, naive_max_seq = 20, 5, None
@@ -56,6 +57,7 @@ else:
     check_shapes, check_dtypes = [(2, 40, 16), (2, 33, 48)], ("fp32",)
     board = dict(rep=20, warmup=5, shape=(2, 64, 16), dtype=torch.float32)
     variant_run = dict(rep=20, warmup=5, shape=(2, 64, 16), dtype=torch.float32)
+    overhead_run = dict(shape=(1, 1, 32, 16), dtype="fp32", n_calls=2)
 variant_names = None if profile == "full" else 5  # smoke: only the rows the prose below refers to
 
 
@@ -178,6 +180,40 @@ report.md(
        "leaderboard below, with 16 heads and autotuned tiles, is the tuned comparison.")
 )
 report.table(kernel[["dtype", "d", "n_q", "mode", "triton", "sdpa_flash", "triton/sdpa_flash"]], ".3f")
+
+# %% [markdown]
+# ### Where the per-call floor goes
+#
+# At one head of 128 tokens the kernels have almost nothing to do, so a call costs what the host spends
+# issuing it. The table times calls back to back at the shortest sequence of the sweep (one head, d = 64
+# on the GPU): our forward's call path layer by layer (the Python checks, one launch of the forward kernel
+# with fixed and with autotuned tiles, the custom op that allocates the outputs around it, the autograd
+# function around that), then whole calls of ours and of SDPA's back ends. *host_us* is the time the host
+# needs to issue one call, *wall_us* the time per call until the GPU has finished all of them: where the
+# two agree, the host sets the pace, not the GPU.
+
+# %% tags=["nbval-ignore-output"]
+overhead = flash.call_overhead(**overhead_run)
+report.save_table(overhead, data_dir, "flash_call_overhead")
+report.table(overhead, ".1f")
+
+# %% tags=["nbval-ignore-output"]
+us = overhead.set_index(["impl", "what"])
+host, wall = us.host_us, us.wall_us
+fwd_path = ["input checks and tile choice (Python)", "forward kernel launch, fixed tiles",
+            "forward kernel launch, autotuned", "forward custom op (allocation + launch)", "forward (autograd.Function)"]
+ours_host = {what: host[("triton", what)] for what in fwd_path}
+sdpa_fb = wall.get(("sdpa_flash", "forward + backward"))
+report.md(
+    f"A forward and backward call of ours takes {wall[('triton', 'forward + backward')]:.3g} µs per call, and the "
+    f"host needs {host[('triton', 'forward + backward')]:.3g} µs of it to issue the call"
+    + (f"; SDPA's FlashAttention-2 back end takes {sdpa_fb:.3g} µs" if isinstance(sdpa_fb, float) else "")
+    + f". Along our forward's path the host spends {ours_host[fwd_path[0]]:.3g} µs on the Python checks, "
+    f"{ours_host[fwd_path[1]]:.3g} µs on a bare launch of the forward kernel ({ours_host[fwd_path[2]]:.3g} µs "
+    f"through the autotuner's lookup), {ours_host[fwd_path[3]]:.3g} µs for the custom op with its allocations and "
+    f"{ours_host[fwd_path[4]]:.3g} µs for the whole autograd function. The backward adds three more launches "
+    "(D, then dK/dV, then dQ) through the same layers."
+)
 
 # %% [markdown]
 # ## Rectangular shapes (Nq ≠ Nk)

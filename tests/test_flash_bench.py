@@ -24,3 +24,16 @@ def test_slower_shapes_separates_fixed_cost_from_kernel_time():
 def test_slower_shapes_without_the_anchor_is_empty():
     runs = pd.DataFrame(sweep_rows({"triton": {128: 1.0, 2048: 5.0}, "naive": {128: 2.0, 2048: 1.0}}))
     assert flash.slower_shapes(flash.ratios(runs)).empty
+
+
+def test_call_overhead_times_every_layer_of_the_call_path():
+    # On a CPU our kernels run in Triton's interpreter (conftest sets TRITON_INTERPRET=1): the numbers mean
+    # nothing there, but every layer must run, and issuing calls can never take longer than finishing them.
+    table = flash.call_overhead(shape=(1, 1, 16, 16), dtype="fp32", n_calls=1, sdpa=("sdpa_flash",))
+    ours = table[table.impl == "triton"]
+    assert list(ours.what) == ["input checks and tile choice (Python)", "forward kernel launch, fixed tiles",
+                               "forward kernel launch, autotuned", "forward custom op (allocation + launch)",
+                               "forward (autograd.Function)", "forward + backward"]
+    timed = table[table.host_us != flash.UNSUPPORTED]
+    assert set(timed.impl) >= {"triton"}
+    assert all(0 < h <= w for h, w in zip(timed.host_us, timed.wall_us))

@@ -34,6 +34,7 @@ the measurements of what each one buys.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -469,6 +470,7 @@ def _fitting(kind: str, candidates, block_d: int, elt: int) -> list[Tiles]:
     return fits or [min(candidates, key=lambda t: _smem_bytes(kind, t, block_d, elt))]
 
 
+@functools.cache
 def _default_tiles(kind: str, block_d: int, elt: int) -> Tiles:
     """The untuned tiles: the first candidate that fits in shared memory and in registers."""
     fits = _fitting(kind, _KERNELS[kind][2], block_d, elt)
@@ -537,14 +539,20 @@ def _meta(q: torch.Tensor, k: torch.Tensor, is_causal: bool, cfg: FlashConfig) -
 def flash_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool,
               config: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
     """q (B, H, Nq, d), k, v (B, H, Nk, d), any strides -> O (B, H, Nq, d), L (B, H, Nq) fp32, contiguous."""
-    cfg = FlashConfig.decode(config)
     B, H, n_q, d = q.shape
     o = torch.empty((B, H, n_q, d), dtype=q.dtype, device=q.device)
     L = torch.empty((B, H, n_q), dtype=torch.float32, device=q.device)
-    scale = 1.0 / math.sqrt(d)
-    args = (q, k, v, o, L, *q.stride(), *k.stride(), *v.stride(), *o.stride())
-    _launch("fwd", cfg.fwd, cfg.autotune, n_q, B * H, args, _meta(q, k, is_causal, cfg) | dict(qk_scale=scale * LOG2E.value))
+    launch_forward(q, k, v, o, L, is_causal, FlashConfig.decode(config))
     return o, L
+
+
+def launch_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, L: torch.Tensor,
+                   is_causal: bool, cfg: FlashConfig) -> None:
+    """The forward kernel alone, writing into O and L (also timed on its own, for the per-call cost)."""
+    B, H, n_q, d = q.shape
+    args = (q, k, v, o, L, *q.stride(), *k.stride(), *v.stride(), *o.stride())
+    meta = _meta(q, k, is_causal, cfg) | dict(qk_scale=1.0 / math.sqrt(d) * LOG2E.value)
+    _launch("fwd", cfg.fwd, cfg.autotune, n_q, B * H, args, meta)
 
 
 @flash_fwd.register_fake

@@ -20,6 +20,7 @@ forward (five matmuls instead of two), forward+backward 3.5x.
 
     python -m systems.bench.flash leaderboard --rep 1000
     python -m systems.bench.flash cold-start
+    python -m systems.bench.flash overhead      # µs per call at one head of 128 tokens
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from tqdm.auto import tqdm
 
 from systems.attention.reference import naive_attention
-from systems.bench.timing import OOM, free_memory, is_oom, time_steps
+from systems.bench.timing import OOM, free_memory, is_oom, synchronize, time_steps
 
 UNSUPPORTED = "unsupported"
 NOT_RUN = "not run"
@@ -261,6 +262,74 @@ def correctness(shapes, dtypes=("bf16",), *, is_causal: bool = True, seed: int =
     return pd.DataFrame(rows)
 
 
+# ---- the per-call floor ---------------------------------------------------------------------------------
+
+
+def _per_call_us(fn: Callable, n_calls: int, device: torch.device) -> tuple[float, float]:
+    """µs per call of ``fn`` called back to back: host time to issue the calls, wall time until the device is done."""
+    fn()  # compiled, tuned and allocated before the clock starts
+    synchronize(device)
+    start = timeit.default_timer()
+    for _ in range(n_calls):
+        fn()
+    issued = timeit.default_timer()
+    synchronize(device)
+    done = timeit.default_timer()
+    return (issued - start) / n_calls * 1e6, (done - start) / n_calls * 1e6
+
+
+def call_overhead(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 300, is_causal: bool = True,
+                  sdpa=("sdpa_flash", "sdpa_cudnn")) -> pd.DataFrame:
+    """Where a call's time goes at a shape too small to keep the GPU busy (the sweep's per-call floor).
+
+    One row per layer of our forward's call path, from the Python checks to the autograd function, then
+    whole calls of ours and of SDPA's back ends; ``host_us`` is the time the host needs to issue one call,
+    ``wall_us`` the time per call until the device has finished them all. Where the two agree, the host
+    (Python, dispatch, kernel launches) sets the pace, not the kernels.
+    """
+    from systems.attention import flash_triton as ft
+    from systems.attention._checks import check_attention_inputs
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(*shape, device=device, dtype=DTYPES[dtype], requires_grad=True) for _ in "qkv")
+    do = torch.randn_like(q)
+    qd, kd, vd = q.detach(), k.detach(), v.detach()
+    o, L = torch.empty_like(qd), torch.empty(shape[:-1], device=device, dtype=torch.float32)
+    tuned, untuned = ft.FlashConfig(), ft.FlashConfig(autotune=False)
+    code = tuned.encode()
+
+    def backward_of(attend):
+        def step():
+            q.grad = k.grad = v.grad = None
+            attend(q, k, v, is_causal).backward(do)
+        return step
+
+    ours = lambda q, k, v, is_causal: ft.flash_attention_triton(q, k, v, is_causal)  # noqa: E731
+    steps = {
+        ("triton", "input checks and tile choice (Python)"):
+            lambda: (check_attention_inputs(q, k, v), ft.FlashConfig.decode(code), ft._meta(qd, kd, is_causal, tuned)),
+        ("triton", "forward kernel launch, fixed tiles"): lambda: ft.launch_forward(qd, kd, vd, o, L, is_causal, untuned),
+        ("triton", "forward kernel launch, autotuned"): lambda: ft.launch_forward(qd, kd, vd, o, L, is_causal, tuned),
+        ("triton", "forward custom op (allocation + launch)"): lambda: ft.flash_fwd(qd, kd, vd, is_causal, code),
+        ("triton", "forward (autograd.Function)"): lambda: ours(q, k, v, is_causal),
+        ("triton", "forward + backward"): backward_of(ours),
+    }
+    for name in sdpa:
+        steps[(name, "forward")] = lambda attend=implementation(name): attend(q, k, v, is_causal)
+        steps[(name, "forward + backward")] = backward_of(implementation(name))
+    rows = []
+    for (impl, what), fn in tqdm(steps.items(), desc="per-call cost"):
+        try:
+            host, wall = _per_call_us(fn, n_calls, device)
+        except RuntimeError as exc:
+            if not _refused(exc):
+                raise
+            host = wall = UNSUPPORTED
+        rows.append({"impl": impl, "what": what, "host_us": host, "wall_us": wall})
+    return pd.DataFrame(rows)
+
+
 # ---- the §1.3.3 leaderboard harness ------------------------------------------------------------------
 
 
@@ -359,7 +428,7 @@ def cold_start() -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=["sweep", "leaderboard", "cold-start", "cold-start-child"])
+    p.add_argument("what", choices=["sweep", "leaderboard", "cold-start", "overhead", "cold-start-child"])
     p.add_argument("--rep", type=int, default=10000, help="leaderboard: do_bench rep in ms")
     p.add_argument("--max-seq", type=int, default=None, help="sweep: longest sequence")
     a = p.parse_args(argv)
@@ -369,6 +438,8 @@ def main(argv: list[str] | None = None) -> None:
         print(leaderboard(rep=a.rep, warmup=min(1000, a.rep // 10)).to_string(index=False))
     elif a.what == "cold-start":
         print(json.dumps(cold_start(), indent=1))
+    elif a.what == "overhead":
+        print(call_overhead().to_string(index=False))
     else:
         print(json.dumps(_cold_start_child()))
 
