@@ -29,7 +29,7 @@ from flash_common import (
 )
 
 from systems.attention.flash_triton import (DKDV_TILES, DQ_TILES, FWD_TILES, FlashAttentionTriton, FlashConfig, Tiles,
-                                           flash_attention_triton)
+                                           _tma_ready, flash_attention_triton)
 
 APPLY = FlashAttentionTriton.apply
 GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -87,6 +87,28 @@ def test_causal_optimisations_off_give_the_same_result(off):
     config = FlashConfig(fwd=Tiles(16, 32), dkdv=Tiles(32, 16), dq=Tiles(16, 32), **off)
     q, k, v = make_qkv((1, 2), 70, 50, 32)
     check_against_reference(with_config(config), q, k, v, True, tol(torch.float32))
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("n_q,n_k,d", [(70, 50, 32), (33, 100, 48), (100, 17, 64)])
+def test_forward_with_tensor_descriptors(n_q, n_k, d, is_causal):
+    # The copy engine zero-fills past the sequence and the head dim; nothing else masks those loads.
+    config = FlashConfig(fwd=Tiles(16, 32), dkdv=Tiles(32, 16), dq=Tiles(16, 32), tma=True)
+    q, k, v = make_qkv((1, 2), n_q, n_k, d)
+    assert _tma_ready(k, v)
+    check_against_reference(with_config(config), q, k, v, is_causal, tol(torch.float32))
+
+
+def test_tensor_descriptors_only_where_the_layout_allows():
+    x = torch.randn(2, 3, 40, 64, device=DEVICE)
+    assert _tma_ready(x)
+    assert not _tma_ready(x[..., ::2])  # head dim not contiguous
+    assert not _tma_ready(x[..., 1:33])  # base 4 bytes past an aligned address
+    assert not _tma_ready(torch.randn(2, 3, 40, 34, device=DEVICE)[..., :32])  # rows 136 bytes apart
+    assert _tma_ready(torch.randn(2, 3, 40, 36, device=DEVICE)[..., :20])  # 144 bytes: a narrower view is fine
+    q, k, v = make_qkv((1, 2), 40, 40, 32, contiguous=False)
+    config = FlashConfig(fwd=Tiles(16, 32), dkdv=Tiles(32, 16), dq=Tiles(16, 32), tma=True)
+    check_against_reference(with_config(config), q, k, v, True, tol(torch.float32))  # falls back where it must
 
 
 def test_non_contiguous_inputs():
@@ -148,6 +170,14 @@ def test_gpu_ragged_and_rectangular(n_q, n_k, d):
     check_against_reference(UNTUNED, q, k, v, True, tol(torch.bfloat16))
 
 
+@pytest.mark.gpu
+@GPU
+@pytest.mark.parametrize("d", [64, 96])
+def test_gpu_forward_with_tensor_descriptors(d):
+    q, k, v = make_qkv((2, 3), 1000, 3000, d, dtype=torch.bfloat16)
+    check_against_reference(with_config(FlashConfig(autotune=False, tma=True)), q, k, v, True, tol(torch.bfloat16))
+
+
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("kind,tiles", [("fwd", t) for t in FWD_TILES] + [("dkdv", t) for t in DKDV_TILES]
                          + [("dq", t) for t in DQ_TILES])
@@ -174,9 +204,10 @@ POINTERS = {"Q", "K", "V", "O", "L", "DO", "DELTA", "DK", "DV", "DQ"}
 ELEMENT_BYTES = {"bf16": 2, "fp32": 4}
 
 
-def _compile_for_sm90(kind, dtype, d, is_causal):
+def _compile_for_sm90(kind, dtype, d, is_causal, tma=False):
     """One kernel with its default tiles compiled for sm_90, specialised as a real launch would be (unit
-    head-dim strides, 16-aligned pointers and strides, ragged lengths); returns its PTX."""
+    head-dim strides, 16-aligned pointers and strides, ragged lengths); returns its PTX. ``tma``: the
+    forward's K and V through tensor descriptors."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -191,6 +222,8 @@ def _compile_for_sm90(kind, dtype, d, is_causal):
                   BLOCK_Q=tiles.block_q, BLOCK_K=tiles.block_k, **{even: False})
     if kind == "dkdv":
         consts["UNMASKED_FIRST"] = True
+    if kind == "fwd":
+        consts["TMA"] = tma
     consts.update({n: 1 for n in fn.arg_names if n.startswith("stride_") and n.endswith("d")})
     signature = {n: "constexpr" if n in consts else ("*fp32" if n in ("L", "DELTA") else f"*{dtype}")
                  if n in POINTERS else ("fp32" if "scale" in n else "i32") for n in fn.arg_names}
@@ -244,3 +277,7 @@ def test_kernels_compile_for_sm90(tmp_path):
             spilled, serialised = _ptxas_report(ptx, tmp_path)
             assert spilled == 0, f"{where}: the default tiles spill {spilled} bytes of registers"
             assert not serialised, f"{where}: ptxas serialises the wgmma products"
+    for d in (64, 128):
+        ptx = _compile_for_sm90("fwd", "bf16", d, True, tma=True)
+        assert "cp.async.bulk.tensor" in ptx, d  # K and V tiles through the copy engine
+        assert _ptxas_report(ptx, tmp_path) == (0, False), d

@@ -134,14 +134,22 @@ def _key_ranges(q0, N_KEYS, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, CAUSAL
 @triton.jit
 def _fwd_inner(acc, l_i, m_i, q, K, V, stride_kn, stride_kd, stride_vn, stride_vd, offs_q, offs_d, start, end,
                N_KEYS, qk_scale, BLOCK_K: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
-               MASKED: tl.constexpr, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr):
-    """Online softmax over key tiles [start, end): the body of Algorithm 1, scores in log2 units."""
+               MASKED: tl.constexpr, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr, TMA: tl.constexpr):
+    """Online softmax over key tiles [start, end): the body of Algorithm 1, scores in log2 units.
+
+    With ``TMA`` K and V are tensor descriptors: the copy engine loads the tiles, zero-filling past the
+    sequence and the head dim, so no addresses or masks are computed here.
+    """
     for k0 in range(start, end, BLOCK_K):
         offs_k = k0 + tl.arange(0, BLOCK_K)
-        k = _load(_tile(K, offs_k, offs_d, stride_kn, stride_kd), offs_k, offs_d, N_KEYS, HEAD_DIM, CHECK_ROWS,
-                  CHECK_COLS)  # (BLOCK_K, BLOCK_D)
-        v = _load(_tile(V, offs_k, offs_d, stride_vn, stride_vd), offs_k, offs_d, N_KEYS, HEAD_DIM, CHECK_ROWS,
-                  CHECK_COLS)
+        if TMA:
+            k = K.load([k0, 0])  # (BLOCK_K, BLOCK_D)
+            v = V.load([k0, 0])
+        else:
+            k = _load(_tile(K, offs_k, offs_d, stride_kn, stride_kd), offs_k, offs_d, N_KEYS, HEAD_DIM, CHECK_ROWS,
+                      CHECK_COLS)  # (BLOCK_K, BLOCK_D)
+            v = _load(_tile(V, offs_k, offs_d, stride_vn, stride_vd), offs_k, offs_d, N_KEYS, HEAD_DIM, CHECK_ROWS,
+                      CHECK_COLS)
         s = tl.dot(q, tl.trans(k)) * qk_scale  # (BLOCK_Q, BLOCK_K)
         if MASKED:
             keep = offs_k[None, :] < N_KEYS
@@ -170,6 +178,7 @@ def flash_fwd_kernel(
     Q_BUCKET, K_BUCKET,  # autotuning keys only (sequence lengths rounded up)
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, SKIP_MASKED: tl.constexpr,
     SPLIT_DIAGONAL: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
+    TMA: tl.constexpr,
 ):
     """O (B, H, Nq, d) and L (B, H, Nq) fp32 (natural log) for one query tile of one (batch, head)."""
     if CAUSAL:
@@ -186,6 +195,9 @@ def flash_fwd_kernel(
     offs_d = tl.arange(0, BLOCK_D)
     K_bh = K + b * stride_kb + h * stride_kh
     V_bh = V + b * stride_vb + h * stride_vh
+    if TMA:  # the host checked that the head dim is contiguous and the other strides 16-byte aligned
+        K_bh = tl.make_tensor_descriptor(K_bh, [N_KEYS, HEAD_DIM], [stride_kn, 1], [BLOCK_K, BLOCK_D])
+        V_bh = tl.make_tensor_descriptor(V_bh, [N_KEYS, HEAD_DIM], [stride_vn, 1], [BLOCK_K, BLOCK_D])
 
     q = _load(_tile(Q + b * stride_qb + h * stride_qh, offs_q, offs_d, stride_qn, stride_qd), offs_q, offs_d,
               N_QUERIES, HEAD_DIM, True, CHECK_COLS)  # (BLOCK_Q, BLOCK_D)
@@ -195,10 +207,11 @@ def flash_fwd_kernel(
 
     mid, hi = _key_ranges(q0, N_KEYS, BLOCK_Q, BLOCK_K, CAUSAL, SKIP_MASKED, SPLIT_DIAGONAL)
     acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, K_bh, V_bh, stride_kn, stride_kd, stride_vn, stride_vd, offs_q,
-                               offs_d, 0, mid, N_KEYS, qk_scale, BLOCK_K, HEAD_DIM, CAUSAL, False, False, CHECK_COLS)
+                               offs_d, 0, mid, N_KEYS, qk_scale, BLOCK_K, HEAD_DIM, CAUSAL, False, False, CHECK_COLS,
+                               TMA)
     acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, K_bh, V_bh, stride_kn, stride_kd, stride_vn, stride_vd, offs_q,
                                offs_d, mid, hi, N_KEYS, qk_scale, BLOCK_K, HEAD_DIM, CAUSAL, True, not EVEN_K,
-                               CHECK_COLS)
+                               CHECK_COLS, TMA)
 
     _store(_tile(O + b * stride_ob + h * stride_oh, offs_q, offs_d, stride_on, stride_od), acc / l_i[:, None],
            offs_q, offs_d, N_QUERIES, HEAD_DIM)
@@ -412,6 +425,8 @@ class FlashConfig:
     ``skip_masked_tiles`` and ``split_diagonal`` exist to measure the causal optimisations: off, the
     kernels walk over every tile and compare indices on all of them. ``unmasked_first`` False runs the dK/dV
     pass's diagonal tiles before the others, the order that makes the compiler serialise its products.
+    ``tma`` loads the forward's K and V tiles with the Hopper copy engine (tensor descriptors) where the
+    layout allows it (contiguous head dim, 16-byte aligned strides), instead of per-thread addresses.
     """
 
     fwd: Tiles | None = None
@@ -421,6 +436,7 @@ class FlashConfig:
     skip_masked_tiles: bool = True
     split_diagonal: bool = True
     unmasked_first: bool = True
+    tma: bool = False
 
     def encode(self) -> list[int]:
         """As a list of ints: the argument type a torch.library custom op can take."""
@@ -428,12 +444,12 @@ class FlashConfig:
         for t in (self.fwd, self.dkdv, self.dq):
             ints += [0, 0, 0, 0] if t is None else [t.block_q, t.block_k, t.num_warps, t.num_stages]
         return ints + [int(self.autotune), int(self.skip_masked_tiles), int(self.split_diagonal),
-                       int(self.unmasked_first)]
+                       int(self.unmasked_first), int(self.tma)]
 
     @classmethod
     def decode(cls, ints: list[int]) -> FlashConfig:
         tiles = [None if ints[i] == 0 else Tiles(*ints[i : i + 4]) for i in (0, 4, 8)]
-        return cls(*tiles, *(bool(x) for x in ints[12:16]))
+        return cls(*tiles, *(bool(x) for x in ints[12:17]))
 
 
 # Candidates in order of preference; the untuned default is the first that fits (see _default_tiles).
@@ -494,7 +510,7 @@ def _autotuned(kernel, kind: str, candidates):
                              num_stages=t.num_stages) for t in candidates]
     # The dtype of every tensor argument joins the key automatically. cache_results keeps the choice on
     # disk (in Triton's cache directory), so only the first run on a machine pays for tuning.
-    key = ["Q_BUCKET", "K_BUCKET", "HEAD_DIM", "CAUSAL", "SKIP_MASKED", "SPLIT_DIAGONAL", "UNMASKED_FIRST"]
+    key = ["Q_BUCKET", "K_BUCKET", "HEAD_DIM", "CAUSAL", "SKIP_MASKED", "SPLIT_DIAGONAL", "UNMASKED_FIRST", "TMA"]
     return triton.autotune(configs=configs, key=key, prune_configs_by={"early_config_prune": prune},
                            cache_results=True)(kernel)
 
@@ -551,8 +567,23 @@ def launch_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.T
     """The forward kernel alone, writing into O and L (also timed on its own, for the per-call cost)."""
     B, H, n_q, d = q.shape
     args = (q, k, v, o, L, *q.stride(), *k.stride(), *v.stride(), *o.stride())
-    meta = _meta(q, k, is_causal, cfg) | dict(qk_scale=1.0 / math.sqrt(d) * LOG2E.value)
+    tma = cfg.tma and _tma_ready(k, v)
+    if tma and not INTERPRET:
+        triton.set_allocator(_descriptor_scratch)
+    meta = _meta(q, k, is_causal, cfg) | dict(qk_scale=1.0 / math.sqrt(d) * LOG2E.value, TMA=tma)
     _launch("fwd", cfg.fwd, cfg.autotune, n_q, B * H, args, meta)
+
+
+def _tma_ready(*tensors: torch.Tensor) -> bool:
+    """Whether the copy engine can load tiles of these (B, H, N, d) tensors: a contiguous head dim and
+    16-byte aligned base and strides (else the kernels load through pointers)."""
+    return all(t.stride(-1) == 1 and t.data_ptr() % 16 == 0
+               and all(s * t.element_size() % 16 == 0 for s in t.stride()[:-1]) for t in tensors)
+
+
+def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    """Global memory in which the kernels build their tensor descriptors (Triton asks for it at launch)."""
+    return torch.empty(size, dtype=torch.int8, device="cuda")
 
 
 @flash_fwd.register_fake
