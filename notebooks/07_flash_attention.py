@@ -313,9 +313,9 @@ else:
 # or the end of the sequence. *dK/dV diagonal tiles first* runs the dK/dV pass's two loops in the other
 # order: masked tiles, then the rest. Compiled for the H100, that order makes ptxas serialise the pass's
 # tensor-core products (its warning C7515: dK and dV leave the first loop with products in flight), which
-# the default order avoids. *forward TMA loads* has the Hopper copy engine load the forward's K and V
-# tiles through tensor descriptors (zero-filled past the sequence and the head dim) instead of every
-# thread computing addresses and masks. The tile rows change one kernel's tiles, warps or pipeline stages; the
+# the default order avoids. *TMA loads* has the Hopper copy engine load the tiles each kernel streams
+# (K and V in the forward and the dQ pass, Q and dO in the dK/dV pass) through tensor descriptors,
+# zero-filled past the sequence and the head dim, instead of every thread computing addresses and masks. The tile rows change one kernel's tiles, warps or pipeline stages; the
 # 128-row forward with 4 warps, the 32x128 dK/dV and the 128x32 dQ tiles were the defaults before
 # the register budget chose the tiles.
 
@@ -328,7 +328,7 @@ tried = {
     "no causal tile skipping": FlashConfig(autotune=False, skip_masked_tiles=False),
     "no diagonal split": FlashConfig(autotune=False, split_diagonal=False),
     "dK/dV diagonal tiles first": FlashConfig(autotune=False, unmasked_first=False),
-    "forward TMA loads": FlashConfig(autotune=False, tma=True),
+    "TMA loads": FlashConfig(autotune=False, tma=True),
     "forward 128x64, 4 warps": FlashConfig(autotune=False, fwd=Tiles(128, 64, 4, 3)),
     "forward 128x64, 8 warps": FlashConfig(autotune=False, fwd=Tiles(128, 64, 8, 3)),
     "forward 2 stages": FlashConfig(autotune=False, fwd=Tiles(64, 64, 4, 2)),

@@ -91,11 +91,11 @@ def test_causal_optimisations_off_give_the_same_result(off):
 
 @pytest.mark.parametrize("is_causal", [False, True])
 @pytest.mark.parametrize("n_q,n_k,d", [(70, 50, 32), (33, 100, 48), (100, 17, 64)])
-def test_forward_with_tensor_descriptors(n_q, n_k, d, is_causal):
+def test_tensor_descriptors(n_q, n_k, d, is_causal):
     # The copy engine zero-fills past the sequence and the head dim; nothing else masks those loads.
     config = FlashConfig(fwd=Tiles(16, 32), dkdv=Tiles(32, 16), dq=Tiles(16, 32), tma=True)
     q, k, v = make_qkv((1, 2), n_q, n_k, d)
-    assert _tma_ready(k, v)
+    assert _tma_ready(q, k, v)
     check_against_reference(with_config(config), q, k, v, is_causal, tol(torch.float32))
 
 
@@ -173,7 +173,7 @@ def test_gpu_ragged_and_rectangular(n_q, n_k, d):
 @pytest.mark.gpu
 @GPU
 @pytest.mark.parametrize("d", [64, 96])
-def test_gpu_forward_with_tensor_descriptors(d):
+def test_gpu_tensor_descriptors(d):
     q, k, v = make_qkv((2, 3), 1000, 3000, d, dtype=torch.bfloat16)
     check_against_reference(with_config(FlashConfig(autotune=False, tma=True)), q, k, v, True, tol(torch.bfloat16))
 
@@ -207,7 +207,7 @@ ELEMENT_BYTES = {"bf16": 2, "fp32": 4}
 def _compile_for_sm90(kind, dtype, d, is_causal, tma=False):
     """One kernel with its default tiles compiled for sm_90, specialised as a real launch would be (unit
     head-dim strides, 16-aligned pointers and strides, ragged lengths); returns its PTX. ``tma``: the
-    forward's K and V through tensor descriptors."""
+    streamed tiles through tensor descriptors."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -219,11 +219,9 @@ def _compile_for_sm90(kind, dtype, d, is_causal, tma=False):
     block_d = max(16, triton.next_power_of_2(d))
     tiles = flash_triton._default_tiles(kind, block_d, ELEMENT_BYTES[dtype])
     consts = dict(HEAD_DIM=d, BLOCK_D=block_d, CAUSAL=is_causal, SKIP_MASKED=True, SPLIT_DIAGONAL=True,
-                  BLOCK_Q=tiles.block_q, BLOCK_K=tiles.block_k, **{even: False})
+                  BLOCK_Q=tiles.block_q, BLOCK_K=tiles.block_k, TMA=tma, **{even: False})
     if kind == "dkdv":
         consts["UNMASKED_FIRST"] = True
-    if kind == "fwd":
-        consts["TMA"] = tma
     consts.update({n: 1 for n in fn.arg_names if n.startswith("stride_") and n.endswith("d")})
     signature = {n: "constexpr" if n in consts else ("*fp32" if n in ("L", "DELTA") else f"*{dtype}")
                  if n in POINTERS else ("fp32" if "scale" in n else "i32") for n in fn.arg_names}
@@ -277,7 +275,7 @@ def test_kernels_compile_for_sm90(tmp_path):
             spilled, serialised = _ptxas_report(ptx, tmp_path)
             assert spilled == 0, f"{where}: the default tiles spill {spilled} bytes of registers"
             assert not serialised, f"{where}: ptxas serialises the wgmma products"
-    for d in (64, 128):
-        ptx = _compile_for_sm90("fwd", "bf16", d, True, tma=True)
-        assert "cp.async.bulk.tensor" in ptx, d  # K and V tiles through the copy engine
-        assert _ptxas_report(ptx, tmp_path) == (0, False), d
+    for kind, d in product(KERNELS, (64, 128)):
+        ptx = _compile_for_sm90(kind, "bf16", d, True, tma=True)
+        assert "cp.async.bulk.tensor" in ptx, (kind, d)  # the streamed tiles through the copy engine
+        assert _ptxas_report(ptx, tmp_path) == (0, False), (kind, d)

@@ -110,6 +110,30 @@ def _store(ptrs, x, rows, cols, n_rows, HEAD_DIM: tl.constexpr):
 
 
 @triton.jit
+def _rows(base, n_rows, stride_row, HEAD_DIM: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_D: tl.constexpr,
+          TMA: tl.constexpr):
+    """What a loop streams (BLOCK_ROWS, BLOCK_D) tiles from: a tensor descriptor over the (n_rows, HEAD_DIM)
+    matrix at ``base`` with TMA (the host checked its layout), else the base pointer itself."""
+    if TMA:
+        src = tl.make_tensor_descriptor(base, [n_rows, HEAD_DIM], [stride_row, 1], [BLOCK_ROWS, BLOCK_D])
+    else:
+        src = base
+    return src
+
+
+@triton.jit
+def _stream(src, row0, rows, cols, stride_row, stride_col, n_rows, HEAD_DIM: tl.constexpr, CHECK_ROWS: tl.constexpr,
+            CHECK_COLS: tl.constexpr, TMA: tl.constexpr):
+    """The tile of ``rows`` (starting at row0) from :func:`_rows`'s source. Through a descriptor the copy
+    engine loads it and zero-fills past the rows and the head dim; no addresses or masks are computed."""
+    if TMA:
+        x = src.load([row0, 0])
+    else:
+        x = _load(_tile(src, rows, cols, stride_row, stride_col), rows, cols, n_rows, HEAD_DIM, CHECK_ROWS, CHECK_COLS)
+    return x
+
+
+@triton.jit
 def _key_ranges(q0, N_KEYS, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, CAUSAL: tl.constexpr,
                 SKIP_MASKED: tl.constexpr, SPLIT_DIAGONAL: tl.constexpr):
     """For the query tile starting at q0: key tiles [0, mid) need no mask, [mid, hi) need index comparisons.
@@ -135,21 +159,12 @@ def _key_ranges(q0, N_KEYS, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, CAUSAL
 def _fwd_inner(acc, l_i, m_i, q, K, V, stride_kn, stride_kd, stride_vn, stride_vd, offs_q, offs_d, start, end,
                N_KEYS, qk_scale, BLOCK_K: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
                MASKED: tl.constexpr, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr, TMA: tl.constexpr):
-    """Online softmax over key tiles [start, end): the body of Algorithm 1, scores in log2 units.
-
-    With ``TMA`` K and V are tensor descriptors: the copy engine loads the tiles, zero-filling past the
-    sequence and the head dim, so no addresses or masks are computed here.
-    """
+    """Online softmax over key tiles [start, end): the body of Algorithm 1, scores in log2 units."""
     for k0 in range(start, end, BLOCK_K):
         offs_k = k0 + tl.arange(0, BLOCK_K)
-        if TMA:
-            k = K.load([k0, 0])  # (BLOCK_K, BLOCK_D)
-            v = V.load([k0, 0])
-        else:
-            k = _load(_tile(K, offs_k, offs_d, stride_kn, stride_kd), offs_k, offs_d, N_KEYS, HEAD_DIM, CHECK_ROWS,
-                      CHECK_COLS)  # (BLOCK_K, BLOCK_D)
-            v = _load(_tile(V, offs_k, offs_d, stride_vn, stride_vd), offs_k, offs_d, N_KEYS, HEAD_DIM, CHECK_ROWS,
-                      CHECK_COLS)
+        k = _stream(K, k0, offs_k, offs_d, stride_kn, stride_kd, N_KEYS, HEAD_DIM, CHECK_ROWS, CHECK_COLS,
+                    TMA)  # (BLOCK_K, BLOCK_D)
+        v = _stream(V, k0, offs_k, offs_d, stride_vn, stride_vd, N_KEYS, HEAD_DIM, CHECK_ROWS, CHECK_COLS, TMA)
         s = tl.dot(q, tl.trans(k)) * qk_scale  # (BLOCK_Q, BLOCK_K)
         if MASKED:
             keep = offs_k[None, :] < N_KEYS
@@ -193,11 +208,8 @@ def flash_fwd_kernel(
     CHECK_COLS: tl.constexpr = BLOCK_D != HEAD_DIM
     offs_q = q0 + tl.arange(0, BLOCK_Q)
     offs_d = tl.arange(0, BLOCK_D)
-    K_bh = K + b * stride_kb + h * stride_kh
-    V_bh = V + b * stride_vb + h * stride_vh
-    if TMA:  # the host checked that the head dim is contiguous and the other strides 16-byte aligned
-        K_bh = tl.make_tensor_descriptor(K_bh, [N_KEYS, HEAD_DIM], [stride_kn, 1], [BLOCK_K, BLOCK_D])
-        V_bh = tl.make_tensor_descriptor(V_bh, [N_KEYS, HEAD_DIM], [stride_vn, 1], [BLOCK_K, BLOCK_D])
+    K_bh = _rows(K + b * stride_kb + h * stride_kh, N_KEYS, stride_kn, HEAD_DIM, BLOCK_K, BLOCK_D, TMA)
+    V_bh = _rows(V + b * stride_vb + h * stride_vh, N_KEYS, stride_vn, HEAD_DIM, BLOCK_K, BLOCK_D, TMA)
 
     q = _load(_tile(Q + b * stride_qb + h * stride_qh, offs_q, offs_d, stride_qn, stride_qd), offs_q, offs_d,
               N_QUERIES, HEAD_DIM, True, CHECK_COLS)  # (BLOCK_Q, BLOCK_D)
@@ -240,14 +252,14 @@ def flash_bwd_preprocess_kernel(O, DO, DELTA, stride_ob, stride_oh, stride_on, s
 @triton.jit
 def _dkdv_inner(dk, dv, k, v, Q, DO, stride_qn, stride_qd, stride_don, stride_dod, L_bh, DELTA_bh, offs_k,
                 offs_d, start, end, N_QUERIES, qk_scale, BLOCK_Q: tl.constexpr, HEAD_DIM: tl.constexpr,
-                MASKED: tl.constexpr, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr):
+                MASKED: tl.constexpr, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr, TMA: tl.constexpr):
     """dK, dV of one key tile over query tiles [start, end), in the transposed frame (keys as rows)."""
     for q0 in range(start, end, BLOCK_Q):
         offs_q = q0 + tl.arange(0, BLOCK_Q)
-        q = _load(_tile(Q, offs_q, offs_d, stride_qn, stride_qd), offs_q, offs_d, N_QUERIES, HEAD_DIM, CHECK_ROWS,
-                  CHECK_COLS)  # (BLOCK_Q, BLOCK_D)
-        do = _load(_tile(DO, offs_q, offs_d, stride_don, stride_dod), offs_q, offs_d, N_QUERIES, HEAD_DIM,
-                   CHECK_ROWS, CHECK_COLS)
+        q = _stream(Q, q0, offs_q, offs_d, stride_qn, stride_qd, N_QUERIES, HEAD_DIM, CHECK_ROWS, CHECK_COLS,
+                    TMA)  # (BLOCK_Q, BLOCK_D)
+        do = _stream(DO, q0, offs_q, offs_d, stride_don, stride_dod, N_QUERIES, HEAD_DIM, CHECK_ROWS, CHECK_COLS,
+                     TMA)
         in_seq = offs_q < N_QUERIES
         # Rows past the end get L = +inf, so their P is exactly 0 and they add nothing below.
         lse = tl.load(L_bh + offs_q, mask=in_seq, other=float("inf")) * LOG2E
@@ -276,7 +288,7 @@ def flash_bwd_dkdv_kernel(
     Q_BUCKET, K_BUCKET,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, SKIP_MASKED: tl.constexpr,
     SPLIT_DIAGONAL: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_Q: tl.constexpr,
-    UNMASKED_FIRST: tl.constexpr,
+    UNMASKED_FIRST: tl.constexpr, TMA: tl.constexpr,
 ):
     """Backward pass 1: each program owns one key tile and sums its dK, dV over all query tiles."""
     bh = tl.program_id(1)
@@ -292,8 +304,8 @@ def flash_bwd_dkdv_kernel(
               HEAD_DIM, True, CHECK_COLS)
     dk = tl.zeros((BLOCK_K, BLOCK_D), dtype=tl.float32)
     dv = tl.zeros((BLOCK_K, BLOCK_D), dtype=tl.float32)
-    Q_bh = Q + b * stride_qb + h * stride_qh
-    DO_bh = DO + b * stride_dob + h * stride_doh
+    Q_bh = _rows(Q + b * stride_qb + h * stride_qh, N_QUERIES, stride_qn, HEAD_DIM, BLOCK_Q, BLOCK_D, TMA)
+    DO_bh = _rows(DO + b * stride_dob + h * stride_doh, N_QUERIES, stride_don, HEAD_DIM, BLOCK_Q, BLOCK_D, TMA)
     L_bh = L + bh.to(tl.int64) * N_QUERIES
     DELTA_bh = DELTA + bh.to(tl.int64) * N_QUERIES
 
@@ -316,14 +328,14 @@ def flash_bwd_dkdv_kernel(
     if UNMASKED_FIRST:
         dk, dv = _dkdv_inner(dk, dv, k, v, Q_bh, DO_bh, stride_qn, stride_qd, stride_don, stride_dod, L_bh, DELTA_bh,
                              offs_k, offs_d, mid, N_QUERIES, N_QUERIES, qk_scale, BLOCK_Q, HEAD_DIM, False,
-                             not EVEN_Q, CHECK_COLS)
+                             not EVEN_Q, CHECK_COLS, TMA)
     dk, dv = _dkdv_inner(dk, dv, k, v, Q_bh, DO_bh, stride_qn, stride_qd, stride_don, stride_dod, L_bh, DELTA_bh,
                          offs_k, offs_d, lo, mid, N_QUERIES, qk_scale, BLOCK_Q, HEAD_DIM, True, not EVEN_Q,
-                         CHECK_COLS)
+                         CHECK_COLS, TMA)
     if not UNMASKED_FIRST:
         dk, dv = _dkdv_inner(dk, dv, k, v, Q_bh, DO_bh, stride_qn, stride_qd, stride_don, stride_dod, L_bh, DELTA_bh,
                              offs_k, offs_d, mid, N_QUERIES, N_QUERIES, qk_scale, BLOCK_Q, HEAD_DIM, False,
-                             not EVEN_Q, CHECK_COLS)
+                             not EVEN_Q, CHECK_COLS, TMA)
 
     out = b * stride_dkb + h * stride_dkh
     _store(_tile(DK + out, offs_k, offs_d, stride_dkn, stride_dkd), dk * scale, offs_k, offs_d, N_KEYS, HEAD_DIM)
@@ -333,14 +345,13 @@ def flash_bwd_dkdv_kernel(
 @triton.jit
 def _dq_inner(dq, q, do, lse, delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd, offs_q, offs_d, start, end,
               N_KEYS, qk_scale, BLOCK_K: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
-              MASKED: tl.constexpr, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr):
+              MASKED: tl.constexpr, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr, TMA: tl.constexpr):
     """dQ of one query tile over key tiles [start, end)."""
     for k0 in range(start, end, BLOCK_K):
         offs_k = k0 + tl.arange(0, BLOCK_K)
-        k = _load(_tile(K, offs_k, offs_d, stride_kn, stride_kd), offs_k, offs_d, N_KEYS, HEAD_DIM, CHECK_ROWS,
-                  CHECK_COLS)  # (BLOCK_K, BLOCK_D)
-        v = _load(_tile(V, offs_k, offs_d, stride_vn, stride_vd), offs_k, offs_d, N_KEYS, HEAD_DIM, CHECK_ROWS,
-                  CHECK_COLS)
+        k = _stream(K, k0, offs_k, offs_d, stride_kn, stride_kd, N_KEYS, HEAD_DIM, CHECK_ROWS, CHECK_COLS,
+                    TMA)  # (BLOCK_K, BLOCK_D)
+        v = _stream(V, k0, offs_k, offs_d, stride_vn, stride_vd, N_KEYS, HEAD_DIM, CHECK_ROWS, CHECK_COLS, TMA)
         s = tl.dot(q, tl.trans(k)) * qk_scale  # (BLOCK_Q, BLOCK_K), log2 units
         if MASKED:
             # Keys past Nk must be masked here: their P = exp(-L) could overflow and turn 0 * inf into NaN.
@@ -368,6 +379,7 @@ def flash_bwd_dq_kernel(
     Q_BUCKET, K_BUCKET,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, SKIP_MASKED: tl.constexpr,
     SPLIT_DIAGONAL: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
+    TMA: tl.constexpr,
 ):
     """Backward pass 2: each program owns one query tile and sums its dQ over the key tiles it sees."""
     if CAUSAL:
@@ -390,14 +402,14 @@ def flash_bwd_dq_kernel(
     lse = tl.load(L + bh.to(tl.int64) * N_QUERIES + offs_q, mask=in_seq, other=0.0) * LOG2E
     delta = tl.load(DELTA + bh.to(tl.int64) * N_QUERIES + offs_q, mask=in_seq, other=0.0)
     dq = tl.zeros((BLOCK_Q, BLOCK_D), dtype=tl.float32)
-    K_bh = K + b * stride_kb + h * stride_kh
-    V_bh = V + b * stride_vb + h * stride_vh
+    K_bh = _rows(K + b * stride_kb + h * stride_kh, N_KEYS, stride_kn, HEAD_DIM, BLOCK_K, BLOCK_D, TMA)
+    V_bh = _rows(V + b * stride_vb + h * stride_vh, N_KEYS, stride_vn, HEAD_DIM, BLOCK_K, BLOCK_D, TMA)
 
     mid, hi = _key_ranges(q0, N_KEYS, BLOCK_Q, BLOCK_K, CAUSAL, SKIP_MASKED, SPLIT_DIAGONAL)
     dq = _dq_inner(dq, q, do, lse, delta, K_bh, V_bh, stride_kn, stride_kd, stride_vn, stride_vd, offs_q, offs_d,
-                   0, mid, N_KEYS, qk_scale, BLOCK_K, HEAD_DIM, CAUSAL, False, False, CHECK_COLS)
+                   0, mid, N_KEYS, qk_scale, BLOCK_K, HEAD_DIM, CAUSAL, False, False, CHECK_COLS, TMA)
     dq = _dq_inner(dq, q, do, lse, delta, K_bh, V_bh, stride_kn, stride_kd, stride_vn, stride_vd, offs_q, offs_d,
-                   mid, hi, N_KEYS, qk_scale, BLOCK_K, HEAD_DIM, CAUSAL, True, not EVEN_K, CHECK_COLS)
+                   mid, hi, N_KEYS, qk_scale, BLOCK_K, HEAD_DIM, CAUSAL, True, not EVEN_K, CHECK_COLS, TMA)
 
     _store(_tile(DQ + b * stride_dqb + h * stride_dqh, offs_q, offs_d, stride_dqn, stride_dqd), dq * scale, offs_q,
            offs_d, N_QUERIES, HEAD_DIM)
@@ -425,8 +437,9 @@ class FlashConfig:
     ``skip_masked_tiles`` and ``split_diagonal`` exist to measure the causal optimisations: off, the
     kernels walk over every tile and compare indices on all of them. ``unmasked_first`` False runs the dK/dV
     pass's diagonal tiles before the others, the order that makes the compiler serialise its products.
-    ``tma`` loads the forward's K and V tiles with the Hopper copy engine (tensor descriptors) where the
-    layout allows it (contiguous head dim, 16-byte aligned strides), instead of per-thread addresses.
+    ``tma`` loads the tiles each kernel streams (K and V in the forward and the dQ pass, Q and dO in the
+    dK/dV pass) with the Hopper copy engine through tensor descriptors, where the layout allows it
+    (contiguous head dim, 16-byte aligned base and strides), instead of per-thread addresses and masks.
     """
 
     fwd: Tiles | None = None
@@ -567,11 +580,17 @@ def launch_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.T
     """The forward kernel alone, writing into O and L (also timed on its own, for the per-call cost)."""
     B, H, n_q, d = q.shape
     args = (q, k, v, o, L, *q.stride(), *k.stride(), *v.stride(), *o.stride())
-    tma = cfg.tma and _tma_ready(k, v)
-    if tma and not INTERPRET:
-        triton.set_allocator(_descriptor_scratch)
-    meta = _meta(q, k, is_causal, cfg) | dict(qk_scale=1.0 / math.sqrt(d) * LOG2E.value, TMA=tma)
+    meta = _meta(q, k, is_causal, cfg) | dict(qk_scale=1.0 / math.sqrt(d) * LOG2E.value, TMA=_use_tma(cfg, k, v))
     _launch("fwd", cfg.fwd, cfg.autotune, n_q, B * H, args, meta)
+
+
+def _use_tma(cfg: FlashConfig, *streamed: torch.Tensor) -> bool:
+    """Whether a kernel loads its streamed tiles of these tensors through tensor descriptors; if so, the
+    descriptors get their scratch memory."""
+    use = cfg.tma and _tma_ready(*streamed)
+    if use and not INTERPRET:
+        triton.set_allocator(_descriptor_scratch)
+    return use
 
 
 def _tma_ready(*tensors: torch.Tensor) -> bool:
@@ -613,8 +632,9 @@ def flash_bwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor
     meta |= dict(qk_scale=scale * LOG2E.value, scale=scale)
     strides = (*q.stride(), *k.stride(), *v.stride(), *do.stride())
     _launch("dkdv", cfg.dkdv, cfg.autotune, n_k, B * H, (q, k, v, do, L, delta, dk, dv, *strides, *dk.stride()),
-            meta | dict(UNMASKED_FIRST=cfg.unmasked_first))
-    _launch("dq", cfg.dq, cfg.autotune, n_q, B * H, (q, k, v, do, L, delta, dq, *strides, *dq.stride()), meta)
+            meta | dict(UNMASKED_FIRST=cfg.unmasked_first, TMA=_use_tma(cfg, q, do)))
+    _launch("dq", cfg.dq, cfg.autotune, n_q, B * H, (q, k, v, do, L, delta, dq, *strides, *dq.stride()),
+            meta | dict(TMA=_use_tma(cfg, k, v)))
     return dq, dk, dv
 
 
