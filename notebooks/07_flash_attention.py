@@ -329,6 +329,7 @@ tried = {
     "no diagonal split": FlashConfig(autotune=False, split_diagonal=False),
     "dK/dV diagonal tiles first": FlashConfig(autotune=False, unmasked_first=False),
     "TMA loads": FlashConfig(autotune=False, tma=True),
+    "TMA loads, autotuned": FlashConfig(tma=True),
     "forward 128x64, 4 warps": FlashConfig(autotune=False, fwd=Tiles(128, 64, 4, 3)),
     "forward 128x64, 8 warps": FlashConfig(autotune=False, fwd=Tiles(128, 64, 8, 3)),
     "forward 2 stages": FlashConfig(autotune=False, fwd=Tiles(64, 64, 4, 2)),
