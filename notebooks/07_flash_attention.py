@@ -315,7 +315,10 @@ else:
 # tensor-core products (its warning C7515: dK and dV leave the first loop with products in flight), which
 # the default order avoids. *TMA loads* has the Hopper copy engine load the tiles each kernel streams
 # (K and V in the forward and the dQ pass, Q and dO in the dK/dV pass) through tensor descriptors,
-# zero-filled past the sequence and the head dim, instead of every thread computing addresses and masks. The tile rows change one kernel's tiles, warps or pipeline stages; the
+# zero-filled past the sequence and the head dim, instead of every thread computing addresses and masks.
+# *single-pass backward* computes dQ in the dK/dV pass as well, adding each key tile's share into an fp32
+# buffer (atomic adds, or with TMA the copy engine's bulk reductions), instead of a second pass that
+# recomputes P and dP: five matrix products per tile pair instead of seven, for the additions' traffic. The tile rows change one kernel's tiles, warps or pipeline stages; the
 # 128-row forward with 4 warps, the 32x128 dK/dV and the 128x32 dQ tiles were the defaults before
 # the register budget chose the tiles.
 
@@ -330,6 +333,9 @@ tried = {
     "dK/dV diagonal tiles first": FlashConfig(autotune=False, unmasked_first=False),
     "TMA loads": FlashConfig(autotune=False, tma=True),
     "TMA loads, autotuned": FlashConfig(tma=True),
+    "single-pass backward, atomic dQ": FlashConfig(autotune=False, atomic_dq=True),
+    "single-pass backward, TMA reductions": FlashConfig(autotune=False, atomic_dq=True, tma=True),
+    "single-pass backward, TMA, autotuned": FlashConfig(atomic_dq=True, tma=True),
     "forward 128x64, 4 warps": FlashConfig(autotune=False, fwd=Tiles(128, 64, 4, 3)),
     "forward 128x64, 8 warps": FlashConfig(autotune=False, fwd=Tiles(128, 64, 8, 3)),
     "forward 2 stages": FlashConfig(autotune=False, fwd=Tiles(64, 64, 4, 2)),

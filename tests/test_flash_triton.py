@@ -5,6 +5,7 @@ the CPU cases are small; the ``gpu`` cases run the handout's sizes, bf16 and the
 """
 
 import os
+import re
 import subprocess
 import sys
 from itertools import product
@@ -99,6 +100,17 @@ def test_tensor_descriptors(n_q, n_k, d, is_causal):
     check_against_reference(with_config(config), q, k, v, is_causal, tol(torch.float32))
 
 
+@pytest.mark.parametrize("tma", [False, True])
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("n_q,n_k,d", [(70, 50, 32), (33, 100, 20), (100, 17, 64)])
+def test_single_pass_backward_with_atomic_dq(n_q, n_k, d, is_causal, tma):
+    # dQ summed by atomic adds in the dK/dV pass (the interpreter has no bulk reductions: with tma only the
+    # loads go through descriptors there); query rows past the end must add nothing
+    config = FlashConfig(fwd=Tiles(16, 32), dkdv=Tiles(32, 16), dq=Tiles(16, 32), atomic_dq=True, tma=tma)
+    q, k, v = make_qkv((1, 2), n_q, n_k, d)
+    check_against_reference(with_config(config), q, k, v, is_causal, tol(torch.float32))
+
+
 def test_tensor_descriptors_only_where_the_layout_allows():
     x = torch.randn(2, 3, 40, 64, device=DEVICE)
     assert _tma_ready(x)
@@ -178,6 +190,17 @@ def test_gpu_tensor_descriptors(d):
     check_against_reference(with_config(FlashConfig(autotune=False, tma=True)), q, k, v, True, tol(torch.bfloat16))
 
 
+@pytest.mark.gpu
+@GPU
+@pytest.mark.parametrize("config", [FlashConfig(autotune=False, atomic_dq=True),
+                                    FlashConfig(autotune=False, atomic_dq=True, tma=True),
+                                    FlashConfig(atomic_dq=True, tma=True)], ids=["atomic", "tma-reduce", "autotuned"])
+def test_gpu_single_pass_backward_with_atomic_dq(config):
+    # autotuning times every candidate on the same dQ buffer, which must be zeroed again before each
+    q, k, v = make_qkv((2, 3), 1000, 3000, 64, dtype=torch.bfloat16)
+    check_against_reference(with_config(config), q, k, v, True, tol(torch.bfloat16))
+
+
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("kind,tiles", [("fwd", t) for t in FWD_TILES] + [("dkdv", t) for t in DKDV_TILES]
                          + [("dq", t) for t in DQ_TILES])
@@ -200,14 +223,15 @@ def test_gpu_leaderboard_shape_compiled():
 
 KERNELS = {"fwd": ("flash_fwd_kernel", "EVEN_K"), "dkdv": ("flash_bwd_dkdv_kernel", "EVEN_Q"),
            "dq": ("flash_bwd_dq_kernel", "EVEN_K")}
-POINTERS = {"Q", "K", "V", "O", "L", "DO", "DELTA", "DK", "DV", "DQ"}
+POINTERS = {"Q", "K", "V", "O", "L", "DO", "DELTA", "DK", "DV", "DQ", "DQ_ACC"}
+FP32_POINTERS = {"L", "DELTA", "DQ_ACC"}
 ELEMENT_BYTES = {"bf16": 2, "fp32": 4}
 
 
-def _compile_for_sm90(kind, dtype, d, is_causal, tma=False):
+def _compile_for_sm90(kind, dtype, d, is_causal, tma=False, atomic_dq=False):
     """One kernel with its default tiles compiled for sm_90, specialised as a real launch would be (unit
     head-dim strides, 16-aligned pointers and strides, ragged lengths); returns its PTX. ``tma``: the
-    streamed tiles through tensor descriptors."""
+    streamed tiles through tensor descriptors; ``atomic_dq``: the dK/dV pass adds up dQ as well."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -221,9 +245,9 @@ def _compile_for_sm90(kind, dtype, d, is_causal, tma=False):
     consts = dict(HEAD_DIM=d, BLOCK_D=block_d, CAUSAL=is_causal, SKIP_MASKED=True, SPLIT_DIAGONAL=True,
                   BLOCK_Q=tiles.block_q, BLOCK_K=tiles.block_k, TMA=tma, **{even: False})
     if kind == "dkdv":
-        consts["UNMASKED_FIRST"] = True
+        consts.update(UNMASKED_FIRST=True, ATOMIC_DQ=atomic_dq, REDUCE_TMA=atomic_dq and tma)
     consts.update({n: 1 for n in fn.arg_names if n.startswith("stride_") and n.endswith("d")})
-    signature = {n: "constexpr" if n in consts else ("*fp32" if n in ("L", "DELTA") else f"*{dtype}")
+    signature = {n: "constexpr" if n in consts else ("*fp32" if n in FP32_POINTERS else f"*{dtype}")
                  if n in POINTERS else ("fp32" if "scale" in n else "i32") for n in fn.arg_names}
     aligned = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names)
                if n in POINTERS or (n.startswith("stride_") and n not in consts)}
@@ -234,8 +258,6 @@ def _compile_for_sm90(kind, dtype, d, is_causal, tma=False):
 
 def _ptxas_report(ptx, tmp_path):
     """What ptxas says when it assembles the PTX for the H100: (spilled bytes, wgmma serialised?)."""
-    import re
-
     import triton
 
     ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
@@ -279,3 +301,11 @@ def test_kernels_compile_for_sm90(tmp_path):
         ptx = _compile_for_sm90(kind, "bf16", d, True, tma=True)
         assert "cp.async.bulk.tensor" in ptx, (kind, d)  # the streamed tiles through the copy engine
         assert _ptxas_report(ptx, tmp_path) == (0, False), (kind, d)
+    # dQ added up in the dK/dV pass, with the copy engine's bulk reductions or with atomic adds (d = 64:
+    # at 128 the extra product's operands spill, an experiment's known cost)
+    ptx = _compile_for_sm90("dkdv", "bf16", 64, True, tma=True, atomic_dq=True)
+    assert "cp.reduce.async.bulk.tensor" in ptx
+    assert _ptxas_report(ptx, tmp_path) == (0, False)
+    ptx = _compile_for_sm90("dkdv", "bf16", 64, True, atomic_dq=True)
+    assert re.search(r"(red|atom)\.global\.[\w.]*add[\w.]*f32", ptx)  # relaxed fp32 atomic adds
+    assert _ptxas_report(ptx, tmp_path) == (0, False)

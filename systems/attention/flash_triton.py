@@ -250,10 +250,14 @@ def flash_bwd_preprocess_kernel(O, DO, DELTA, stride_ob, stride_oh, stride_on, s
 
 
 @triton.jit
-def _dkdv_inner(dk, dv, k, v, Q, DO, stride_qn, stride_qd, stride_don, stride_dod, L_bh, DELTA_bh, offs_k,
-                offs_d, start, end, N_QUERIES, qk_scale, BLOCK_Q: tl.constexpr, HEAD_DIM: tl.constexpr,
-                MASKED: tl.constexpr, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr, TMA: tl.constexpr):
-    """dK, dV of one key tile over query tiles [start, end), in the transposed frame (keys as rows)."""
+def _dkdv_inner(dk, dv, k, v, Q, DO, DQ, stride_qn, stride_qd, stride_don, stride_dod, L_bh, DELTA_bh, offs_k,
+                offs_d, start, end, N_QUERIES, qk_scale, BLOCK_Q: tl.constexpr, BLOCK_D: tl.constexpr,
+                HEAD_DIM: tl.constexpr, MASKED: tl.constexpr, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr,
+                TMA: tl.constexpr, ATOMIC_DQ: tl.constexpr, REDUCE_TMA: tl.constexpr):
+    """dK, dV of one key tile over query tiles [start, end), in the transposed frame (keys as rows).
+
+    With ``ATOMIC_DQ`` this key tile's share of dQ is added to the fp32 accumulator DQ (rows BLOCK_D wide)
+    as well, through the copy engine's bulk reduction with ``REDUCE_TMA``, else with atomic adds."""
     for q0 in range(start, end, BLOCK_Q):
         offs_q = q0 + tl.arange(0, BLOCK_Q)
         q = _stream(Q, q0, offs_q, offs_d, stride_qn, stride_qd, N_QUERIES, HEAD_DIM, CHECK_ROWS, CHECK_COLS,
@@ -270,15 +274,22 @@ def _dkdv_inner(dk, dv, k, v, Q, DO, stride_qn, stride_qd, stride_don, stride_do
         p_t = tl.math.exp2(s_t - lse[None, :])  # Pᵀ = exp(S - L)ᵀ, eq. 14
         dv = tl.dot(p_t.to(do.dtype), do, acc=dv)  # dV += Pᵀ dO, eq. 15
         dp_t = tl.dot(v, tl.trans(do))  # dPᵀ = V dOᵀ, eq. 16
-        ds_t = p_t * (dp_t - delta[None, :])  # dSᵀ, eq. 17 (the 1/√d is applied once at the end)
-        dk = tl.dot(ds_t.to(q.dtype), q, acc=dk)  # dK += dSᵀ Q, eq. 19
+        ds_t = (p_t * (dp_t - delta[None, :])).to(q.dtype)  # dSᵀ, eq. 17 (the 1/√d is applied once at the end)
+        dk = tl.dot(ds_t, q, acc=dk)  # dK += dSᵀ Q, eq. 19
+        if ATOMIC_DQ:
+            dq = tl.dot(tl.trans(ds_t), k)  # this key tile's part of dQ = dS K, eq. 18
+            if REDUCE_TMA:
+                DQ.atomic_add([q0, 0], dq)
+            else:
+                tl.atomic_add(DQ + offs_q[:, None] * BLOCK_D + offs_d[None, :], dq, mask=in_seq[:, None],
+                              sem="relaxed")
     return dk, dv
 
 
 @triton.heuristics({"EVEN_Q": lambda a: a["N_QUERIES"] % a["BLOCK_Q"] == 0})
 @triton.jit
 def flash_bwd_dkdv_kernel(
-    Q, K, V, DO, L, DELTA, DK, DV,
+    Q, K, V, DO, L, DELTA, DK, DV, DQ_ACC,
     stride_qb, stride_qh, stride_qn, stride_qd,
     stride_kb, stride_kh, stride_kn, stride_kd,
     stride_vb, stride_vh, stride_vn, stride_vd,
@@ -288,9 +299,10 @@ def flash_bwd_dkdv_kernel(
     Q_BUCKET, K_BUCKET,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, SKIP_MASKED: tl.constexpr,
     SPLIT_DIAGONAL: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_Q: tl.constexpr,
-    UNMASKED_FIRST: tl.constexpr, TMA: tl.constexpr,
+    UNMASKED_FIRST: tl.constexpr, TMA: tl.constexpr, ATOMIC_DQ: tl.constexpr, REDUCE_TMA: tl.constexpr,
 ):
-    """Backward pass 1: each program owns one key tile and sums its dK, dV over all query tiles."""
+    """Backward pass 1: each program owns one key tile and sums its dK, dV over all query tiles (and, with
+    ATOMIC_DQ, adds its share of dQ into DQ_ACC, fp32 (B, H, Nq, BLOCK_D), so that pass 2 is not needed)."""
     bh = tl.program_id(1)
     b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
     k0 = tl.program_id(0) * BLOCK_K
@@ -308,6 +320,9 @@ def flash_bwd_dkdv_kernel(
     DO_bh = _rows(DO + b * stride_dob + h * stride_doh, N_QUERIES, stride_don, HEAD_DIM, BLOCK_Q, BLOCK_D, TMA)
     L_bh = L + bh.to(tl.int64) * N_QUERIES
     DELTA_bh = DELTA + bh.to(tl.int64) * N_QUERIES
+    DQ_bh = DQ_ACC + bh.to(tl.int64) * N_QUERIES * BLOCK_D
+    if REDUCE_TMA:
+        DQ_bh = tl.make_tensor_descriptor(DQ_bh, [N_QUERIES, BLOCK_D], [BLOCK_D, 1], [BLOCK_Q, BLOCK_D])
 
     # Query tiles [lo, mid) straddle the diagonal (masked), [mid, Nq) see the whole key tile.
     if CAUSAL:
@@ -326,16 +341,16 @@ def flash_bwd_dkdv_kernel(
     # The unmasked tiles go first: in the other order dK and dV leave the masked loop with products still
     # in flight, and ptxas (sm_90) serialises the wgmma products of both loops (its warning C7515).
     if UNMASKED_FIRST:
-        dk, dv = _dkdv_inner(dk, dv, k, v, Q_bh, DO_bh, stride_qn, stride_qd, stride_don, stride_dod, L_bh, DELTA_bh,
-                             offs_k, offs_d, mid, N_QUERIES, N_QUERIES, qk_scale, BLOCK_Q, HEAD_DIM, False,
-                             not EVEN_Q, CHECK_COLS, TMA)
-    dk, dv = _dkdv_inner(dk, dv, k, v, Q_bh, DO_bh, stride_qn, stride_qd, stride_don, stride_dod, L_bh, DELTA_bh,
-                         offs_k, offs_d, lo, mid, N_QUERIES, qk_scale, BLOCK_Q, HEAD_DIM, True, not EVEN_Q,
-                         CHECK_COLS, TMA)
+        dk, dv = _dkdv_inner(dk, dv, k, v, Q_bh, DO_bh, DQ_bh, stride_qn, stride_qd, stride_don, stride_dod, L_bh,
+                             DELTA_bh, offs_k, offs_d, mid, N_QUERIES, N_QUERIES, qk_scale, BLOCK_Q, BLOCK_D,
+                             HEAD_DIM, False, not EVEN_Q, CHECK_COLS, TMA, ATOMIC_DQ, REDUCE_TMA)
+    dk, dv = _dkdv_inner(dk, dv, k, v, Q_bh, DO_bh, DQ_bh, stride_qn, stride_qd, stride_don, stride_dod, L_bh,
+                         DELTA_bh, offs_k, offs_d, lo, mid, N_QUERIES, qk_scale, BLOCK_Q, BLOCK_D, HEAD_DIM, True,
+                         not EVEN_Q, CHECK_COLS, TMA, ATOMIC_DQ, REDUCE_TMA)
     if not UNMASKED_FIRST:
-        dk, dv = _dkdv_inner(dk, dv, k, v, Q_bh, DO_bh, stride_qn, stride_qd, stride_don, stride_dod, L_bh, DELTA_bh,
-                             offs_k, offs_d, mid, N_QUERIES, N_QUERIES, qk_scale, BLOCK_Q, HEAD_DIM, False,
-                             not EVEN_Q, CHECK_COLS, TMA)
+        dk, dv = _dkdv_inner(dk, dv, k, v, Q_bh, DO_bh, DQ_bh, stride_qn, stride_qd, stride_don, stride_dod, L_bh,
+                             DELTA_bh, offs_k, offs_d, mid, N_QUERIES, N_QUERIES, qk_scale, BLOCK_Q, BLOCK_D,
+                             HEAD_DIM, False, not EVEN_Q, CHECK_COLS, TMA, ATOMIC_DQ, REDUCE_TMA)
 
     out = b * stride_dkb + h * stride_dkh
     _store(_tile(DK + out, offs_k, offs_d, stride_dkn, stride_dkd), dk * scale, offs_k, offs_d, N_KEYS, HEAD_DIM)
@@ -440,6 +455,10 @@ class FlashConfig:
     ``tma`` loads the tiles each kernel streams (K and V in the forward and the dQ pass, Q and dO in the
     dK/dV pass) with the Hopper copy engine through tensor descriptors, where the layout allows it
     (contiguous head dim, 16-byte aligned base and strides), instead of per-thread addresses and masks.
+    ``atomic_dq`` computes dQ in the dK/dV pass, adding each key tile's share into an fp32 buffer (with
+    ``tma``: bulk reductions by the copy engine), instead of a second pass that recomputes P and dP: five
+    matrix products per tile pair instead of seven, in exchange for the additions' memory traffic, and
+    dQ's last bits then depend on the order in which the additions land.
     """
 
     fwd: Tiles | None = None
@@ -450,6 +469,7 @@ class FlashConfig:
     split_diagonal: bool = True
     unmasked_first: bool = True
     tma: bool = False
+    atomic_dq: bool = False
 
     def encode(self) -> list[int]:
         """As a list of ints: the argument type a torch.library custom op can take."""
@@ -457,12 +477,12 @@ class FlashConfig:
         for t in (self.fwd, self.dkdv, self.dq):
             ints += [0, 0, 0, 0] if t is None else [t.block_q, t.block_k, t.num_warps, t.num_stages]
         return ints + [int(self.autotune), int(self.skip_masked_tiles), int(self.split_diagonal),
-                       int(self.unmasked_first), int(self.tma)]
+                       int(self.unmasked_first), int(self.tma), int(self.atomic_dq)]
 
     @classmethod
     def decode(cls, ints: list[int]) -> FlashConfig:
         tiles = [None if ints[i] == 0 else Tiles(*ints[i : i + 4]) for i in (0, 4, 8)]
-        return cls(*tiles, *(bool(x) for x in ints[12:17]))
+        return cls(*tiles, *(bool(x) for x in ints[12:18]))
 
 
 # Candidates in order of preference; the untuned default is the first that fits (see _default_tiles).
@@ -523,9 +543,12 @@ def _autotuned(kernel, kind: str, candidates):
                              num_stages=t.num_stages) for t in candidates]
     # The dtype of every tensor argument joins the key automatically. cache_results keeps the choice on
     # disk (in Triton's cache directory), so only the first run on a machine pays for tuning.
-    key = ["Q_BUCKET", "K_BUCKET", "HEAD_DIM", "CAUSAL", "SKIP_MASKED", "SPLIT_DIAGONAL", "UNMASKED_FIRST", "TMA"]
+    key = ["Q_BUCKET", "K_BUCKET", "HEAD_DIM", "CAUSAL", "SKIP_MASKED", "SPLIT_DIAGONAL", "UNMASKED_FIRST", "TMA",
+           "ATOMIC_DQ"]
+    # Timing a candidate runs the kernel: the dQ it adds up must start from zero again each time.
+    reset = ["DQ_ACC"] if kind == "dkdv" else None
     return triton.autotune(configs=configs, key=key, prune_configs_by={"early_config_prune": prune},
-                           cache_results=True)(kernel)
+                           reset_to_zero=reset, cache_results=True)(kernel)
 
 
 _KERNELS = {
@@ -625,14 +648,20 @@ def flash_bwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor
     flash_bwd_preprocess_kernel[(triton.cdiv(n_q, block_rows), B * H)](
         o, do, delta, *o.stride(), H, n_q, HEAD_DIM=d, BLOCK_D=meta["BLOCK_D"], BLOCK_Q=block_rows)
 
-    dq = torch.empty((B, H, n_q, d), dtype=q.dtype, device=q.device)
     dk = torch.empty((B, H, n_k, d), dtype=k.dtype, device=q.device)
     dv = torch.empty_like(dk)
     scale = 1.0 / math.sqrt(d)
     meta |= dict(qk_scale=scale * LOG2E.value, scale=scale)
     strides = (*q.stride(), *k.stride(), *v.stride(), *do.stride())
-    _launch("dkdv", cfg.dkdv, cfg.autotune, n_k, B * H, (q, k, v, do, L, delta, dk, dv, *strides, *dk.stride()),
-            meta | dict(UNMASKED_FIRST=cfg.unmasked_first, TMA=_use_tma(cfg, q, do)))
+    # dQ summed over key tiles in fp32, rows padded to BLOCK_D (16-byte aligned for the copy engine)
+    dq_acc = torch.zeros((B, H, n_q, meta["BLOCK_D"]), dtype=torch.float32, device=q.device) if cfg.atomic_dq else dk
+    reduce_tma = cfg.atomic_dq and not INTERPRET and _use_tma(cfg, dq_acc)  # the interpreter has no bulk reductions
+    _launch("dkdv", cfg.dkdv, cfg.autotune, n_k, B * H, (q, k, v, do, L, delta, dk, dv, dq_acc, *strides, *dk.stride()),
+            meta | dict(UNMASKED_FIRST=cfg.unmasked_first, TMA=_use_tma(cfg, q, do), ATOMIC_DQ=cfg.atomic_dq,
+                        REDUCE_TMA=reduce_tma))
+    if cfg.atomic_dq:
+        return (dq_acc[..., :d] * scale).to(q.dtype), dk, dv
+    dq = torch.empty((B, H, n_q, d), dtype=q.dtype, device=q.device)
     _launch("dq", cfg.dq, cfg.autotune, n_q, B * H, (q, k, v, do, L, delta, dq, *strides, *dq.stride()),
             meta | dict(TMA=_use_tma(cfg, k, v)))
     return dq, dk, dv
