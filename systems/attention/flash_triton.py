@@ -29,7 +29,10 @@ in the same bucket does not tune again. Untuned (``FlashConfig(autotune=False)``
 memory and in registers; a test compiles those defaults for sm_90 and checks with ptxas that, in the
 16-bit dtypes, they spill no registers and keep the wgmma products asynchronous. A :class:`FlashConfig`
 passed to :func:`flash_attention_triton` fixes the tiles and switches the optimisations off or on, for
-the measurements of what each one buys.
+the measurements of what each one buys. Two of its switches are experiments, off by default until the
+book has timed them: ``tma`` (tiles loaded by the Hopper copy engine through tensor descriptors) and
+``atomic_dq`` (dQ added up in the dK/dV pass, so the backward is one pass with five products per tile
+pair instead of two passes with seven).
 """
 
 from __future__ import annotations
