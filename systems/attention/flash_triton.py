@@ -40,7 +40,7 @@ from __future__ import annotations
 import functools
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 import triton
@@ -479,13 +479,15 @@ class FlashConfig:
         ints = []
         for t in (self.fwd, self.dkdv, self.dq):
             ints += [0, 0, 0, 0] if t is None else [t.block_q, t.block_k, t.num_warps, t.num_stages]
-        return ints + [int(self.autotune), int(self.skip_masked_tiles), int(self.split_diagonal),
-                       int(self.unmasked_first), int(self.tma), int(self.atomic_dq)]
+        return ints + [int(getattr(self, name)) for name in _SWITCHES]
 
     @classmethod
     def decode(cls, ints: list[int]) -> FlashConfig:
         tiles = [None if ints[i] == 0 else Tiles(*ints[i : i + 4]) for i in (0, 4, 8)]
-        return cls(*tiles, *(bool(x) for x in ints[12:18]))
+        return cls(*tiles, *(bool(x) for x in ints[12:]))
+
+
+_SWITCHES = tuple(f.name for f in fields(FlashConfig))[3:]  # the booleans after the three kernels' tiles
 
 
 # Candidates in order of preference; the untuned default is the first that fits (see _default_tiles).
