@@ -187,8 +187,8 @@ report.table(kernel[["dtype", "d", "n_q", "mode", "triton", "sdpa_flash", "trito
 # At one head of 128 tokens the kernels have almost nothing to do, so a call costs what the host spends
 # issuing it. The table times calls back to back at the shortest sequence of the sweep (one head, d = 64
 # on the GPU): our forward's call path layer by layer (the Python checks, one launch of the forward kernel
-# with fixed and with autotuned tiles, the custom op that allocates the outputs around it, the autograd
-# function around that), then whole calls of ours and of SDPA's back ends. *host_us* is the time the host
+# with fixed and with autotuned tiles, the function that allocates the outputs around it, called directly
+# and through its custom op, the autograd function around that), then whole calls of ours and of SDPA's back ends. *host_us* is the time the host
 # needs to issue one call, *wall_us* the time per call until the GPU has finished all of them: where the
 # two agree, the host sets the pace, not the GPU.
 
@@ -201,7 +201,8 @@ report.table(overhead, ".1f")
 us = overhead.set_index(["impl", "what"])
 host, wall = us.host_us, us.wall_us
 fwd_path = ["input checks and tile choice (Python)", "forward kernel launch, fixed tiles",
-            "forward kernel launch, autotuned", "forward custom op (allocation + launch)", "forward (autograd.Function)"]
+            "forward kernel launch, autotuned", "forward, allocation + launch", "the same through the custom op",
+            "forward (autograd.Function)"]
 ours_host = {what: host[("triton", what)] for what in fwd_path}
 sdpa_fb = wall.get(("sdpa_flash", "forward + backward"))
 report.md(
@@ -210,9 +211,11 @@ report.md(
     + (f"; SDPA's FlashAttention-2 back end takes {sdpa_fb:.3g} µs" if isinstance(sdpa_fb, float) else "")
     + f". Along our forward's path the host spends {ours_host[fwd_path[0]]:.3g} µs on the Python checks, "
     f"{ours_host[fwd_path[1]]:.3g} µs on a bare launch of the forward kernel ({ours_host[fwd_path[2]]:.3g} µs "
-    f"through the autotuner's lookup), {ours_host[fwd_path[3]]:.3g} µs for the custom op with its allocations and "
-    f"{ours_host[fwd_path[4]]:.3g} µs for the whole autograd function. The backward adds three more launches "
-    "(D, then dK/dV, then dQ) through the same layers."
+    f"through the autotuner's lookup), {ours_host[fwd_path[3]]:.3g} µs with the outputs' allocations "
+    f"({ours_host[fwd_path[4]]:.3g} µs through the `torch.library` custom op, the path compiled code takes; eager "
+    f"calls skip it) and {ours_host[fwd_path[5]]:.3g} µs for the whole autograd function. The backward adds three "
+    "more launches (D, then dK/dV, then dQ), and the autograd engine runs it on its CUDA thread: the Python "
+    "backward has to take the GIL there and hand it back, where SDPA's backward is C++ code."
 )
 
 # %% [markdown]
