@@ -48,6 +48,7 @@ if profile == "full":
     rect_shapes = [(1024, 16384), (16384, 1024), (4096, 16384), (16384, 4096)]
     check_shapes, check_dtypes = [(4, 4096, 64), (4, 4096, 128), (2, 1000, 48), (16, 777, 16)], ("bf16", "fp32")
     board = dict(rep=2000, warmup=500)
+    breakdown_run = dict(steps=20)
     variant_run = dict(rep=500, warmup=100)
     overhead_run = dict(shape=(1, 1, 128, 64), dtype="bf16", n_calls=300)
 else:
@@ -56,6 +57,7 @@ else:
     rect_shapes = [(32, 128)]
     check_shapes, check_dtypes = [(2, 40, 16), (2, 33, 48)], ("fp32",)
     board = dict(rep=20, warmup=5, shape=(2, 64, 16), dtype=torch.float32)
+    breakdown_run = dict(steps=2, shape=(2, 64, 16), dtype=torch.float32)
     variant_run = dict(rep=20, warmup=5, shape=(2, 64, 16), dtype=torch.float32)
     overhead_run = dict(shape=(1, 1, 32, 16), dtype="fp32", n_calls=2)
 variant_names = None if profile == "full" else 5  # smoke: only the rows the prose below refers to
@@ -274,6 +276,37 @@ for impl, label in (("sdpa_flash", "SDPA's FlashAttention-2"), ("sdpa_cudnn", "S
     else:
         parts.append(f"{label} did not run ({ms.get(impl)})")
 report.md(f"Our forward and backward step takes **{ours:.4g} ms** on the leaderboard shape; " + "; ".join(parts) + ".")
+
+# %% [markdown]
+# ### Where the step's time goes
+#
+# The same step under `torch.profiler`, {glue:text}`flash_breakdown_steps` steps after a warm-up: the
+# device time per step of each kernel, for ours and for both SDPA back ends (the largest kernels by name,
+# the rest summed as *other*; the names are the kernels' own, truncated).
+
+# %% tags=["nbval-ignore-output"]
+report.glue("flash_breakdown_steps", breakdown_run["steps"])
+kernels = flash.kernel_breakdown(**breakdown_run)
+report.save_table(kernels, data_dir, "flash_kernel_breakdown")
+report.table(kernels, ".3f")
+
+# %% tags=["nbval-ignore-output"]
+mine = kernels[kernels.impl == "triton"].set_index("kernel").ms_per_step
+kernel_ms = kernels.groupby("impl").ms_per_step.sum()
+ours_parts = {"forward": "flash_fwd_kernel", "dK/dV pass": "flash_bwd_dkdv_kernel", "dQ pass": "flash_bwd_dq_kernel"}
+if on_gpu and all(name in mine for name in ours_parts.values()):
+    rivals = [f"{label} {kernel_ms[impl]:.3g} ms" for impl, label in
+              (("sdpa_flash", "SDPA's FlashAttention-2"), ("sdpa_cudnn", "cuDNN")) if impl in kernel_ms]
+    report.md(
+        f"Our step spends {kernel_ms['triton']:.3g} ms per step in kernels: "
+        + ", ".join(f"the {label} {mine[name]:.3g} ms ({mine[name] / kernel_ms['triton']:.0%})"
+                    for label, name in ours_parts.items())
+        + f", and the rest ({kernel_ms['triton'] - sum(mine[n] for n in ours_parts.values()):.3g} ms) in D, the "
+        "loss's sum and its gradient, and copies. The backward's two passes together take "
+        f"{(mine[ours_parts['dK/dV pass']] + mine[ours_parts['dQ pass']]) / mine[ours_parts['forward']]:.3g}× the "
+        "forward's time, for 3.5× its matrix products (7 per tile pair against 2; the causal skipping leaves "
+        "out the same tiles in all three). The kernel time of the others: " + "; ".join(rivals) + "."
+    )
 
 # %% [markdown]
 # ### Cold start: compiling and autotuning

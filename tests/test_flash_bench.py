@@ -32,8 +32,20 @@ def test_call_overhead_times_every_layer_of_the_call_path():
     table = flash.call_overhead(shape=(1, 1, 16, 16), dtype="fp32", n_calls=1, sdpa=("sdpa_flash",))
     ours = table[table.impl == "triton"]
     assert list(ours.what) == ["input checks and tile choice (Python)", "forward kernel launch, fixed tiles",
-                               "forward kernel launch, autotuned", "forward custom op (allocation + launch)",
-                               "forward (autograd.Function)", "forward + backward"]
+                               "forward kernel launch, autotuned", "forward, allocation + launch",
+                               "the same through the custom op", "forward (autograd.Function)", "forward + backward"]
     timed = table[table.host_us != flash.UNSUPPORTED]
     assert set(timed.impl) >= {"triton"}
     assert all(0 < h <= w for h, w in zip(timed.host_us, timed.wall_us))
+
+
+def test_kernel_breakdown_accounts_for_each_step():
+    # On a CPU the operators stand in for kernels: the compiled step must show our two custom ops
+    import torch
+
+    table = flash.kernel_breakdown(("triton", "sdpa_cudnn"), steps=1, top=3, shape=(1, 32, 16), dtype=torch.float32)
+    ours = table[table.impl == "triton"]
+    assert {"systems::flash_fwd", "systems::flash_bwd"} <= set(ours.kernel)
+    assert len(ours) == 4 and ours.kernel.iloc[-1] == "other"
+    assert abs(ours.share.sum() - 1) < 1e-9 and (ours.ms_per_step >= 0).all()
+    assert list(table[table.impl == "sdpa_cudnn"].kernel) == [flash.UNSUPPORTED]  # no cuDNN on a CPU

@@ -353,6 +353,25 @@ def leaderboard_ms(impl: str = "triton", *, rep: int = 10000, warmup: int = 1000
 
     ``shape`` and ``dtype`` shrink it for smoke runs; without a GPU a few timed steps replace do_bench.
     """
+    try:
+        step = _leaderboard_step(impl, config, shape, dtype)
+        if torch.cuda.is_available():
+            import triton.testing
+
+            return triton.testing.do_bench(step, rep=rep, warmup=warmup)
+        return time_steps(step, warmup=1, steps=2).median_ms
+    except RuntimeError as exc:
+        if is_oom(exc):
+            return OOM
+        if _refused(exc):
+            return UNSUPPORTED
+        raise
+    finally:
+        free_memory()
+
+
+def _leaderboard_step(impl: str, config, shape: tuple[int, int, int] | None, dtype: torch.dtype) -> Callable[[], None]:
+    """One step of the handout's test on fresh random inputs: compiled ``apply``, ``o.sum().backward()``."""
     n_heads, sequence_length, d_head = shape or (LEADERBOARD["batch"], LEADERBOARD["seq"], LEADERBOARD["d"])
     device = "cuda" if torch.cuda.is_available() else "cpu"
     q, k, v = torch.randn(3, n_heads, sequence_length, d_head, device=device, dtype=dtype, requires_grad=True)
@@ -364,21 +383,46 @@ def leaderboard_ms(impl: str = "triton", *, rep: int = 10000, warmup: int = 1000
         loss = o.sum()
         loss.backward()
 
-    try:
-        if device == "cuda":
-            import triton.testing
+    return flash_forward_backward
 
-            return triton.testing.do_bench(flash_forward_backward, rep=rep, warmup=warmup)
-        return time_steps(flash_forward_backward, warmup=1, steps=2).median_ms
-    except RuntimeError as exc:
-        if is_oom(exc):
-            return OOM
-        if _refused(exc):
-            return UNSUPPORTED
-        raise
-    finally:
-        del q, k, v
-        free_memory()
+
+def kernel_breakdown(impls=("triton", "sdpa_flash", "sdpa_cudnn"), *, steps: int = 20, top: int = 6,
+                     shape: tuple[int, int, int] | None = None, dtype: torch.dtype = torch.bfloat16) -> pd.DataFrame:
+    """Where the leaderboard step's time goes: device time per step of each kernel, per implementation.
+
+    Profiled with ``torch.profiler`` over ``steps`` steps after a warm-up; the ``top`` kernels by time are
+    named, the rest summed as "other". Without a GPU the CPU operators stand in for kernels.
+    """
+    on_gpu = torch.cuda.is_available()
+    activity = torch.profiler.ProfilerActivity.CUDA if on_gpu else torch.profiler.ProfilerActivity.CPU
+    rows = []
+    for impl in tqdm(impls, desc="kernel breakdown"):
+        try:
+            step = _leaderboard_step(impl, None, shape, dtype)
+            for _ in range(3):  # compile, tune and allocate outside the profile
+                step()
+            synchronize(torch.device("cuda" if on_gpu else "cpu"))
+            with torch.profiler.profile(activities=[activity]) as prof:
+                for _ in range(steps):
+                    step()
+                synchronize(torch.device("cuda" if on_gpu else "cpu"))
+        except RuntimeError as exc:
+            if not _refused(exc):
+                raise
+            rows.append({"impl": impl, "kernel": UNSUPPORTED, "ms_per_step": None})
+            continue
+        finally:
+            free_memory()
+        # on the GPU the device kernels carry the device time; on the CPU the top-level operators the CPU time
+        per_kernel = {e.key: (e.self_device_time_total if on_gpu else e.self_cpu_time_total) / steps / 1e3
+                      for e in prof.key_averages()}
+        ranked = sorted(((ms, name) for name, ms in per_kernel.items() if ms > 0), reverse=True)
+        rows += [{"impl": impl, "kernel": name[:70], "ms_per_step": ms} for ms, name in ranked[:top]]
+        rows.append({"impl": impl, "kernel": "other", "ms_per_step": sum(ms for ms, _ in ranked[top:])})
+    df = pd.DataFrame(rows)
+    totals = df.groupby("impl").ms_per_step.transform("sum")
+    df["share"] = df.ms_per_step / totals
+    return df
 
 
 def leaderboard(impls=("triton", "sdpa_flash", "sdpa_cudnn"), *, rep: int = 10000, warmup: int = 1000,
