@@ -117,9 +117,8 @@ def save_table(df, data_dir: str | Path | None, name: str) -> Path | None:
     return path / f"{name}.csv"
 
 
-def table(df, floatfmt: str = ".2f", index: bool = False):
-    """Show a DataFrame as a Markdown table (renders the same in Jupyter and in the book)."""
-    from IPython.display import Markdown
+def markdown_table(df, floatfmt: str = ".2f", index: bool = False) -> str:
+    """A DataFrame as a Markdown (pipe) table."""
     from tabulate import tabulate
 
     # tabulate formats column by column, so integer columns stay integers beside floats; a column that
@@ -128,11 +127,20 @@ def table(df, floatfmt: str = ".2f", index: bool = False):
     df = df.assign(**{c: df[c].map(lambda x: format(x, floatfmt) if isinstance(x, float) else x) for c in mixed})
     # (tabulate reads a DataFrame through .values, which turns an all-numeric frame into one float array:
     # as objects, every cell keeps its own type)
-    return Markdown(tabulate(df.astype(object), headers="keys", tablefmt="pipe", floatfmt=floatfmt, showindex=index))
+    return tabulate(df.astype(object), headers="keys", tablefmt="pipe", floatfmt=floatfmt, showindex=index)
 
 
-def md(text: str):
-    """Prose whose wording depends on the numbers: an f-string rendered as Markdown."""
-    from IPython.display import Markdown
+# Both display at once rather than return a displayable: a returned object shows only as the last
+# expression of a cell, so inside an `if` or before more code it would vanish from the book unnoticed.
+def table(df, floatfmt: str = ".2f", index: bool = False) -> None:
+    """Show a DataFrame as a Markdown table (renders the same in Jupyter and in the book)."""
+    from IPython.display import Markdown, display
 
-    return Markdown(text)
+    display(Markdown(markdown_table(df, floatfmt, index)))
+
+
+def md(text: str) -> None:
+    """Show prose whose wording depends on the numbers (an f-string) as Markdown."""
+    from IPython.display import Markdown, display
+
+    display(Markdown(text))

@@ -85,15 +85,27 @@ def test_every_chapter_has_an_up_to_date_nbval_reference(name):
     assert pipeline.matches_source(name, nbformat.read(ref, as_version=4)), f"the nbval reference of {name} is stale: run `python -m systems.pipeline refs {name}`"
 
 
-def cells(markdown_table) -> list[list[str]]:
-    return [[c.strip() for c in row.strip("|").split("|")] for row in markdown_table.data.splitlines()[2:]]
+def cells(markdown_table: str) -> list[list[str]]:
+    return [[c.strip() for c in row.strip("|").split("|")] for row in markdown_table.splitlines()[2:]]
 
 
 def test_tables_keep_integers_and_words_beside_floats():
     numbers = pd.DataFrame({"n": [128, 4096], "ms": [1.23456, 20.0]})
-    assert cells(report.table(numbers, floatfmt=".2f")) == [["128", "1.23"], ["4096", "20.00"]]
+    assert cells(report.markdown_table(numbers, floatfmt=".2f")) == [["128", "1.23"], ["4096", "20.00"]]
     mixed = numbers.assign(status=[0.5, "OOM"])
-    assert cells(report.table(mixed, floatfmt=".2f")) == [["128", "1.23", "0.50"], ["4096", "20.00", "OOM"]]
+    assert cells(report.markdown_table(mixed, floatfmt=".2f")) == [["128", "1.23", "0.50"], ["4096", "20.00", "OOM"]]
+
+
+def test_prose_and_tables_show_wherever_they_are_called(monkeypatch):
+    # not only as a cell's last expression: inside an `if`, or with code after them
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", shown.append)
+    if True:
+        report.md("**words**")
+        report.table(pd.DataFrame({"n": [1]}))
+    assert [m.data for m in shown] == ["**words**", report.markdown_table(pd.DataFrame({"n": [1]}))]
 
 
 def test_an_edited_source_is_noticed():
