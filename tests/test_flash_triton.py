@@ -55,6 +55,8 @@ SMALL_TILES = {
     "q16_k32": FlashConfig(fwd=Tiles(16, 32), dkdv=Tiles(16, 32), dq=Tiles(16, 32)),
     "q32_k16": FlashConfig(fwd=Tiles(32, 16), dkdv=Tiles(32, 16), dq=Tiles(32, 16)),
 }
+# the same small tiles, differently shaped per kernel: keyword arguments for FlashConfigs with switches
+MIXED_TILES = dict(fwd=Tiles(16, 32), dkdv=Tiles(32, 16), dq=Tiles(16, 32))
 
 CASES = [  # batch dims, Nq, Nk, d, tiles
     ((2,), 1, 1, 16, "q16_k32"),
@@ -85,7 +87,7 @@ def test_half_precision(dtype):
 def test_causal_optimisations_off_give_the_same_result(off):
     # every tile walked and masked by index comparison, or the dK/dV loops in the other order: the slow
     # paths must agree with the fast one
-    config = FlashConfig(fwd=Tiles(16, 32), dkdv=Tiles(32, 16), dq=Tiles(16, 32), **off)
+    config = FlashConfig(**MIXED_TILES, **off)
     q, k, v = make_qkv((1, 2), 70, 50, 32)
     check_against_reference(with_config(config), q, k, v, True, tol(torch.float32))
 
@@ -94,7 +96,7 @@ def test_causal_optimisations_off_give_the_same_result(off):
 @pytest.mark.parametrize("n_q,n_k,d", [(70, 50, 32), (33, 100, 48), (100, 17, 64)])
 def test_tensor_descriptors(n_q, n_k, d, is_causal):
     # The copy engine zero-fills past the sequence and the head dim; nothing else masks those loads.
-    config = FlashConfig(fwd=Tiles(16, 32), dkdv=Tiles(32, 16), dq=Tiles(16, 32), tma=True)
+    config = FlashConfig(**MIXED_TILES, tma=True)
     q, k, v = make_qkv((1, 2), n_q, n_k, d)
     assert _tma_ready(q, k, v)
     check_against_reference(with_config(config), q, k, v, is_causal, tol(torch.float32))
@@ -106,7 +108,7 @@ def test_tensor_descriptors(n_q, n_k, d, is_causal):
 def test_single_pass_backward_with_atomic_dq(n_q, n_k, d, is_causal, tma):
     # dQ summed by atomic adds in the dK/dV pass (the interpreter has no bulk reductions: with tma only the
     # loads go through descriptors there); query rows past the end must add nothing
-    config = FlashConfig(fwd=Tiles(16, 32), dkdv=Tiles(32, 16), dq=Tiles(16, 32), atomic_dq=True, tma=tma)
+    config = FlashConfig(**MIXED_TILES, atomic_dq=True, tma=tma)
     q, k, v = make_qkv((1, 2), n_q, n_k, d)
     check_against_reference(with_config(config), q, k, v, is_causal, tol(torch.float32))
 
@@ -119,7 +121,7 @@ def test_tensor_descriptors_only_where_the_layout_allows():
     assert not _tma_ready(torch.randn(2, 3, 40, 34, device=DEVICE)[..., :32])  # rows 136 bytes apart
     assert _tma_ready(torch.randn(2, 3, 40, 36, device=DEVICE)[..., :20])  # 144 bytes: a narrower view is fine
     q, k, v = make_qkv((1, 2), 40, 40, 32, contiguous=False)
-    config = FlashConfig(fwd=Tiles(16, 32), dkdv=Tiles(32, 16), dq=Tiles(16, 32), tma=True)
+    config = FlashConfig(**MIXED_TILES, tma=True)
     check_against_reference(with_config(config), q, k, v, True, tol(torch.float32))  # falls back where it must
 
 

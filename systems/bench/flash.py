@@ -353,6 +353,7 @@ def leaderboard_ms(impl: str = "triton", *, rep: int = 10000, warmup: int = 1000
 
     ``shape`` and ``dtype`` shrink it for smoke runs; without a GPU a few timed steps replace do_bench.
     """
+    step = None
     try:
         step = _leaderboard_step(impl, config, shape, dtype)
         if torch.cuda.is_available():
@@ -367,6 +368,7 @@ def leaderboard_ms(impl: str = "triton", *, rep: int = 10000, warmup: int = 1000
             return UNSUPPORTED
         raise
     finally:
+        del step  # the step holds q, k, v and their gradients: drop them before the cache is emptied
         free_memory()
 
 
@@ -397,21 +399,23 @@ def kernel_breakdown(impls=("triton", "sdpa_flash", "sdpa_cudnn"), *, steps: int
     activity = torch.profiler.ProfilerActivity.CUDA if on_gpu else torch.profiler.ProfilerActivity.CPU
     rows = []
     for impl in tqdm(impls, desc="kernel breakdown"):
+        step = None
         try:
             step = _leaderboard_step(impl, None, shape, dtype)
             for _ in range(3):  # compile, tune and allocate outside the profile
                 step()
-            synchronize(torch.device("cuda" if on_gpu else "cpu"))
+            synchronize()
             with torch.profiler.profile(activities=[activity]) as prof:
                 for _ in range(steps):
                     step()
-                synchronize(torch.device("cuda" if on_gpu else "cpu"))
+                synchronize()
         except RuntimeError as exc:
             if not _refused(exc):
                 raise
             rows.append({"impl": impl, "kernel": UNSUPPORTED, "ms_per_step": None})
             continue
         finally:
+            del step  # its q, k, v before the cache is emptied
             free_memory()
         # on the GPU the device kernels carry the device time; on the CPU the top-level operators the CPU time
         per_kernel = {e.key: (e.self_device_time_total if on_gpu else e.self_cpu_time_total) / steps / 1e3
