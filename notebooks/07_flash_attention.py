@@ -155,7 +155,7 @@ report.md(
 # Where ours is slower than SDPA's FlashAttention-2 from N = 1024 on, and why. A shape is in the
 # *fixed cost* regime when our time is at most 1.5× our time at the shortest sequence (same d and mode):
 # the work grew, the time did not, so what is measured is the cost of a call (the autograd function, the
-# custom op's dispatch and checks, three or four kernel launches), which SDPA pays in C++. The other
+# custom op's dispatch and checks, three to five kernel launches), which SDPA pays in C++. The other
 # shapes are in the *kernel* regime; they are listed below.
 
 # %% tags=["nbval-ignore-output"]
@@ -176,9 +176,9 @@ report.md(
        f"The kernel-regime shapes have N from {kernel.n_q.min()} to {kernel.n_q.max()} and d in "
        f"{{{', '.join(str(d) for d in sorted(set(kernel.d)))}}}; by mode: "
        + ", ".join(f"{n} {m}" for m, n in kernel["mode"].value_counts().items())
-       + ". Our backward pass recomputes the probabilities in each of its two passes (one for dK and dV, one "
-       "for dQ; see the design choices below): 7 matrix products per tile pair where a single pass with "
-       "atomic dQ updates needs 5. And the sweep runs our kernels with their default, untuned tiles. The "
+       + ". Above d = 64 our backward takes two passes (one for dK and dV, one for dQ; see the design choices "
+       "below), each recomputing the probabilities: 7 matrix products per tile pair where the one-pass backward "
+       "we run up to d = 64 needs 5. And the sweep runs our kernels with their default, untuned tiles. The "
        "leaderboard below, with 16 heads and autotuned tiles, is the tuned comparison.")
 )
 report.table(kernel[["dtype", "d", "n_q", "mode", "triton", "sdpa_flash", "triton/sdpa_flash"]], ".3f")
@@ -215,9 +215,10 @@ report.md(
     f"{ours_host[fwd_path[1]]:.3g} µs on a bare launch of the forward kernel ({ours_host[fwd_path[2]]:.3g} µs "
     f"through the autotuner's lookup), {ours_host[fwd_path[3]]:.3g} µs with the outputs' allocations "
     f"({ours_host[fwd_path[4]]:.3g} µs through the `torch.library` custom op, the path compiled code takes; eager "
-    f"calls skip it) and {ours_host[fwd_path[5]]:.3g} µs for the whole autograd function. The backward adds three "
-    "more launches (D, then dK/dV, then dQ), and the autograd engine runs it on its CUDA thread: the Python "
-    "backward has to take the GIL there and hand it back, where SDPA's backward is C++ code."
+    f"calls skip it) and {ours_host[fwd_path[5]]:.3g} µs for the whole autograd function. The backward adds its "
+    "own launches (D, then one pass for dK, dV and dQ with the fill and the conversion of dQ's fp32 buffer "
+    "around it, or two passes), and the autograd engine runs it on its CUDA thread: the Python backward has "
+    "to take the GIL there and hand it back, where SDPA's backward is C++ code."
 )
 
 # %% [markdown]
@@ -293,19 +294,24 @@ report.table(kernels, ".3f")
 # %% tags=["nbval-ignore-output"]
 mine = kernels[kernels.impl == "triton"].set_index("kernel").ms_per_step
 kernel_ms = kernels.groupby("impl").ms_per_step.sum()
-ours_parts = {"forward": "flash_fwd_kernel", "dK/dV pass": "flash_bwd_dkdv_kernel", "dQ pass": "flash_bwd_dq_kernel"}
+two_passes = "flash_bwd_dq_kernel" in mine  # else the dK/dV kernel adds dQ up as well
+ours_parts = ({"forward": "flash_fwd_kernel", "dK/dV pass": "flash_bwd_dkdv_kernel", "dQ pass": "flash_bwd_dq_kernel"}
+              if two_passes else {"forward": "flash_fwd_kernel", "one-pass backward": "flash_bwd_dkdv_kernel"})
 if on_gpu and all(name in mine for name in ours_parts.values()):
     rivals = [f"{label} {kernel_ms[impl]:.3g} ms" for impl, label in
               (("sdpa_flash", "SDPA's FlashAttention-2"), ("sdpa_cudnn", "cuDNN")) if impl in kernel_ms]
+    backward_ms = sum(mine[name] for label, name in ours_parts.items() if label != "forward")
+    products = 7 if two_passes else 5  # per tile pair, against the forward's 2
     report.md(
         f"Our step spends {kernel_ms['triton']:.3g} ms per step in kernels: "
         + ", ".join(f"the {label} {mine[name]:.3g} ms ({mine[name] / kernel_ms['triton']:.0%})"
                     for label, name in ours_parts.items())
-        + f", and the rest ({kernel_ms['triton'] - sum(mine[n] for n in ours_parts.values()):.3g} ms) in D, the "
-        "loss's sum and its gradient, and copies. The backward's two passes together take "
-        f"{(mine[ours_parts['dK/dV pass']] + mine[ours_parts['dQ pass']]) / mine[ours_parts['forward']]:.3g}× the "
-        "forward's time, for 3.5× its matrix products (7 per tile pair against 2; the causal skipping leaves "
-        "out the same tiles in all three). The kernel time of the others: " + "; ".join(rivals) + "."
+        + f", and the rest ({kernel_ms['triton'] - sum(mine[n] for n in ours_parts.values()):.3g} ms) in D, "
+        + ("" if two_passes else "the fill and conversion of dQ's fp32 buffer, ")
+        + "the loss's sum and its gradient, and copies. The backward's kernels take "
+        f"{backward_ms / mine[ours_parts['forward']]:.3g}× the forward's time, for {products / 2:.3g}× its matrix "
+        f"products ({products} per tile pair against 2; the causal skipping leaves out the same tiles in every "
+        "kernel). The kernel time of the others: " + "; ".join(rivals) + "."
     )
 
 # %% [markdown]
@@ -327,7 +333,7 @@ if on_gpu:
     display(pd.DataFrame([{"kernel": kind, "tuning_s": r["tuning_s"], "chosen": "; ".join(r["chosen"].values())}
                           for kind, r in cold["autotune"].items()]))
     report.md(
-        f"The first step in a cold process took {cold['first_call_s']:.3g} s, of which autotuning the three "
+        f"The first step in a cold process took {cold['first_call_s']:.3g} s, of which autotuning the "
         f"kernels (compiling and timing each candidate) took {sum(t or 0 for t in tuning.values()):.3g} s; the "
         f"second step took {cold['second_call_s'] * 1e3:.3g} ms. "
         + ("That is well under the two-minute bound we set ourselves." if cold["first_call_s"] < 120
@@ -349,14 +355,19 @@ else:
 # or the end of the sequence. *dK/dV diagonal tiles first* runs the dK/dV pass's two loops in the other
 # order: masked tiles, then the rest. Compiled for the H100, that order makes ptxas serialise the pass's
 # tensor-core products (its warning C7515: dK and dV leave the first loop with products in flight), which
-# the default order avoids. *TMA loads* has the Hopper copy engine load the tiles each kernel streams
-# (K and V in the forward and the dQ pass, Q and dO in the dK/dV pass) through tensor descriptors,
-# zero-filled past the sequence and the head dim, instead of every thread computing addresses and masks.
-# *single-pass backward* computes dQ in the dK/dV pass as well, adding each key tile's share into an fp32
-# buffer (atomic adds, or with TMA the copy engine's bulk reductions), instead of a second pass that
-# recomputes P and dP: five matrix products per tile pair instead of seven, for the additions' traffic. The tile rows change one kernel's tiles, warps or pipeline stages; the
-# 128-row forward with 4 warps, the 32x128 dK/dV and the 128x32 dQ tiles were the defaults before
-# the register budget chose the tiles.
+# the default order avoids.
+#
+# At this shape (bf16, d = 64) the default backward is one pass: the dK/dV kernel also computes each key
+# tile's share of dQ and the Hopper copy engine adds it into an fp32 buffer (bulk reductions through a
+# tensor descriptor), five matrix products per tile pair. *two passes* is the backward that deterministic
+# mode and head dims above 64 take: a second kernel owns query tiles and recomputes P and dP for dQ,
+# seven products per tile pair and no additions from several programs into one place. *TMA loads* has the
+# copy engine load the tiles a kernel streams (Q and dO in the dK/dV pass, K and V in the dQ pass and,
+# in the last of these rows, in the forward) through tensor descriptors, zero-filled past the sequence and
+# the head dim, instead of every thread computing addresses and masks; the one-pass default loads its
+# tiles that way. *atomic adds* has the threads add dQ with atomic instructions instead of the copy
+# engine. The tile rows change one kernel's tiles, warps or pipeline stages (the dQ rows in the two-pass
+# backward, which alone has a dQ kernel).
 
 # %% tags=["nbval-ignore-output"]
 report.glue("flash_variant_rep", variant_run["rep"])
@@ -367,18 +378,17 @@ tried = {
     "no causal tile skipping": FlashConfig(autotune=False, skip_masked_tiles=False),
     "no diagonal split": FlashConfig(autotune=False, split_diagonal=False),
     "dK/dV diagonal tiles first": FlashConfig(autotune=False, unmasked_first=False),
-    "TMA loads": FlashConfig(autotune=False, tma=True),
-    "TMA loads, autotuned": FlashConfig(tma=True),
-    "single-pass backward, atomic dQ": FlashConfig(autotune=False, atomic_dq=True),
-    "single-pass backward, TMA reductions": FlashConfig(autotune=False, atomic_dq=True, tma=True),
-    "single-pass backward, TMA, autotuned": FlashConfig(atomic_dq=True, tma=True),
+    "two passes (deterministic)": FlashConfig(autotune=False, atomic_dq=False),
+    "two passes, autotuned": FlashConfig(atomic_dq=False),
+    "two passes, TMA loads": FlashConfig(autotune=False, atomic_dq=False, tma=True),
+    "one pass, atomic adds for dQ": FlashConfig(autotune=False, atomic_dq=True, tma=False),
+    "one pass, TMA loads in the forward too": FlashConfig(autotune=False, tma=True),
     "forward 128x64, 4 warps": FlashConfig(autotune=False, fwd=Tiles(128, 64, 4, 3)),
     "forward 128x64, 8 warps": FlashConfig(autotune=False, fwd=Tiles(128, 64, 8, 3)),
     "forward 2 stages": FlashConfig(autotune=False, fwd=Tiles(64, 64, 4, 2)),
-    "dK/dV 32x128, 4 warps": FlashConfig(autotune=False, dkdv=Tiles(32, 128, 4, 3)),
+    "dK/dV 32x64, 4 warps": FlashConfig(autotune=False, dkdv=Tiles(32, 64, 4, 4)),
     "dK/dV 64x128, 8 warps": FlashConfig(autotune=False, dkdv=Tiles(64, 128, 8, 3)),
-    "dQ 128x32, 4 warps": FlashConfig(autotune=False, dq=Tiles(128, 32, 4, 3)),
-    "dQ 128x64, 8 warps": FlashConfig(autotune=False, dq=Tiles(128, 64, 8, 3)),
+    "two passes, dQ 128x64, 8 warps": FlashConfig(autotune=False, atomic_dq=False, dq=Tiles(128, 64, 8, 3)),
 }
 var = flash.variants(dict(list(tried.items())[:variant_names]), **variant_run)
 ref_ms = var.set_index("variant").ms["default tiles, untuned"]
@@ -410,11 +420,11 @@ report.md(
     + ". Autotuning "
     + (f"gains {1 / v['autotuned (the default)']:.3g}× over the default tiles. "
        if v["autotuned (the default)"] < 0.97 else f"does not beat the default tiles ({v['autotuned (the default)']:.3g}×). ")
-    + ("Loading the streamed tiles through TMA descriptors takes "
-       f"{v['TMA loads']:.3g}× the default's time untuned, {v['TMA loads, autotuned']:.3g}× autotuned; the single-pass "
-       f"backward takes {v['single-pass backward, atomic dQ']:.3g}× with atomic adds and "
-       f"{v['single-pass backward, TMA reductions']:.3g}× with the copy engine's reductions. "
-       if "single-pass backward, TMA reductions" in v else "")
+    + (f"The two-pass backward takes {v['two passes (deterministic)']:.3g}× the default's time untuned, "
+       f"{v['two passes, autotuned']:.3g}× autotuned and {v['two passes, TMA loads']:.3g}× with TMA loads; the one "
+       "pass with atomic adds instead of the copy engine's reductions takes "
+       f"{v['one pass, atomic adds for dQ']:.3g}×. "
+       if "one pass, atomic adds for dQ" in v else "")
     + f"The fastest row is *{best}* ({v[best]:.3g}× the default)."
 )
 
@@ -427,13 +437,22 @@ if on_gpu:
 # %% [markdown]
 # Design choices that the table does not isolate, and why they are in the kernels:
 #
-# - **Two backward passes by default.** Algorithm 2 of the handout accumulates dQ with atomic adds
-#   from every key tile. By default one pass owns key tiles and writes dK, dV; a second owns query tiles
-#   and writes dQ. Each recomputes P, which costs extra products per tile pair, but no program waits on
-#   another and the result is deterministic (bit for bit from run to run). The single-pass rows above
-#   measure what the atomic scheme would buy.
+# - **One backward pass where it pays, two where it must.** Algorithm 2 of the handout accumulates dQ
+#   with atomic adds from every key tile; our default does that (for 16-bit inputs with d ≤ 64 on a GPU)
+#   through the copy engine's bulk reductions into an fp32 buffer, as FlashAttention-2 and cuDNN add dQ up
+#   too. The additions land in any order, so dQ's last bits can change from run to run. Under
+#   `torch.use_deterministic_algorithms(True)`, and where the extra product's operands would spill
+#   registers (d > 64, fp32), the backward takes two passes instead: one owns key tiles and writes dK, dV,
+#   a second owns query tiles and writes dQ, each recomputing P. No program adds into another's output,
+#   and the result is the same bit for bit from run to run. The rows above measure both.
+# - **dP's product before the exponentials.** In the dK/dV loop the product dPᵀ = V dOᵀ is issued before
+#   Pᵀ = exp2(Sᵀ − L) is computed, so the tensor cores work on it while the exponentials run; the wgmma
+#   waits complete in issue order, so issued after dV's product (the order of the equations) it would also
+#   have waited for that one.
 # - **exp2 and a folded scale.** Scores are kept in base-2 units (the 1/√d scale multiplied by log₂e once),
-#   so every exponential is a single `exp2`; L is stored in natural log, as the tests expect.
+#   so every exponential is a single `exp2`; L is stored in natural log, as the tests expect. The forward
+#   scales the row maximum rather than every score, and the scores only inside exp2's argument, where the
+#   multiplication and the subtraction of the maximum are one fused multiply-add.
 # - **Heavy tiles first.** With causal masking the last query tiles do the most work; the grid is walked
 #   backwards so they start first and the short ones fill in at the end.
 # - **fp32 state, inputs' dtype on the tensor cores.** m, l and the accumulators are fp32; P and dS are

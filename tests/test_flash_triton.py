@@ -29,8 +29,9 @@ from flash_common import (
     saved_logsumexp,
 )
 
+from systems.attention import flash_triton
 from systems.attention.flash_triton import (DKDV_TILES, DQ_TILES, FWD_TILES, FlashAttentionTriton, FlashConfig, Tiles,
-                                           _tma_ready, flash_attention_triton)
+                                           _one_pass, _tma_ready, flash_attention_triton)
 
 APPLY = FlashAttentionTriton.apply
 GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -111,6 +112,32 @@ def test_single_pass_backward_with_atomic_dq(n_q, n_k, d, is_causal, tma):
     config = FlashConfig(**MIXED_TILES, atomic_dq=True, tma=tma)
     q, k, v = make_qkv((1, 2), n_q, n_k, d)
     check_against_reference(with_config(config), q, k, v, is_causal, tol(torch.float32))
+
+
+def test_one_or_two_backward_passes(monkeypatch):
+    # One pass only where it was measured faster and fits in registers; deterministic mode, or an explicit
+    # switch, decides otherwise. (The choice is made on a GPU: the interpreter always takes two passes.)
+    monkeypatch.setattr(flash_triton, "INTERPRET", False)
+    auto = FlashConfig()
+    x = torch.empty(1, 2, 8, 64, dtype=torch.bfloat16)
+    assert _one_pass(auto, x) and _one_pass(auto, x.half()) and _one_pass(auto, x[..., :48])
+    assert not _one_pass(auto, x.float())
+    assert not _one_pass(auto, torch.empty(1, 2, 8, 96, dtype=torch.bfloat16))
+    assert _one_pass(FlashConfig(atomic_dq=True), x.float()) and not _one_pass(FlashConfig(atomic_dq=False), x)
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        assert not _one_pass(auto, x)
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
+    monkeypatch.setattr(flash_triton, "INTERPRET", True)
+    assert not _one_pass(auto, x)
+
+
+def test_config_round_trips_through_its_encoding():
+    # the custom ops take the config as ints; a switch left to the per-call choice must stay unset
+    for config in (FlashConfig(), FlashConfig(dkdv=Tiles(32, 64, 4, 2), tma=True, atomic_dq=False, autotune=False)):
+        assert FlashConfig.decode(config.encode()) == config
 
 
 def test_tensor_descriptors_only_where_the_layout_allows():
@@ -209,13 +236,32 @@ def test_gpu_tensor_descriptors(d):
 
 @pytest.mark.gpu
 @GPU
-@pytest.mark.parametrize("config", [FlashConfig(autotune=False, atomic_dq=True),
+@pytest.mark.parametrize("config", [FlashConfig(autotune=False, atomic_dq=True, tma=False),
                                     FlashConfig(autotune=False, atomic_dq=True, tma=True),
                                     FlashConfig(atomic_dq=True, tma=True)], ids=["atomic", "tma-reduce", "autotuned"])
 def test_gpu_single_pass_backward_with_atomic_dq(config):
     # autotuning times every candidate on the same dQ buffer, which must be zeroed again before each
     q, k, v = make_qkv((2, 3), 1000, 3000, 64, dtype=torch.bfloat16)
     check_against_reference(with_config(config), q, k, v, True, tol(torch.bfloat16))
+
+
+@pytest.mark.gpu
+@GPU
+def test_gpu_deterministic_mode_repeats_bit_for_bit():
+    # the default one-pass backward adds dQ up in any order; deterministic mode takes the two passes
+    q, k, v = make_qkv((2, 3), 1000, 1000, 64, dtype=torch.bfloat16)
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        grads = []
+        for _ in range(2):
+            q_, k_, v_ = (x.detach().requires_grad_() for x in (q, k, v))
+            UNTUNED(q_, k_, v_, True).sum().backward()
+            grads.append([x.grad for x in (q_, k_, v_)])
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
+    for first, second in zip(*grads):
+        assert torch.equal(first, second)
 
 
 @pytest.mark.parametrize("d", [64, 128])
@@ -225,8 +271,11 @@ def test_every_autotuning_candidate(kind, tiles, d):
     # autotuning may pick any candidate, so each must be right on its own; ragged lengths leave partial
     # tiles at both ends of the diagonal (bf16 on a GPU; the interpreter, which has no bf16, checks fp16)
     dtype = DTYPES[-1]
-    q, k, v = make_qkv((1, 2), 300, 233, d, dtype=dtype)
-    check_against_reference(with_config(FlashConfig(autotune=False, **{kind: tiles})), q, k, v, True, tol(dtype))
+    passes = [False, True] if kind == "dkdv" else [False]  # the dK/dV tiles run in either backward
+    for one_pass in passes:
+        q, k, v = make_qkv((1, 2), 300, 233, d, dtype=dtype)
+        config = FlashConfig(autotune=False, atomic_dq=one_pass, **{kind: tiles})
+        check_against_reference(with_config(config), q, k, v, True, tol(dtype))
 
 
 @pytest.mark.gpu

@@ -8,8 +8,10 @@ The file reads bottom-up:
 1. ``@triton.jit`` kernels. The forward (Algorithm 1) runs one program per (query tile, batch*head)
    and keeps the running max m, sum l and output O in fp32 registers while it walks over the key
    tiles. The backward first computes D = rowsum(dO ∘ O), then one pass over key tiles accumulates
-   dK and dV (each program owns one key tile, so it writes without atomics), then one pass over
-   query tiles accumulates dQ; P is recomputed in both passes from the saved log-sum-exp L.
+   dK and dV (each program owns one key tile, so it writes them without atomics). dQ is summed over
+   key tiles too: either in that same pass, each program adding its share into an fp32 buffer (one
+   pass, five matrix products per tile pair), or in a second pass over query tiles that recomputes P
+   and dP (seven products, no atomics, deterministic). P is recomputed from the saved log-sum-exp L.
    Causal masking (top-left aligned: key j is visible to query i iff j <= i, also when Nq != Nk)
    skips tiles that are masked for every row and compares indices only on tiles that straddle the
    diagonal or the end of the sequence; elsewhere the loop runs without masks.
@@ -30,10 +32,12 @@ in the same bucket does not tune again. Untuned (``FlashConfig(autotune=False)``
 memory and in registers; a test compiles those defaults for sm_90 and checks with ptxas that, in the
 16-bit dtypes, they spill no registers and keep the wgmma products asynchronous. A :class:`FlashConfig`
 passed to :func:`flash_attention_triton` fixes the tiles and switches the optimisations off or on, for
-the measurements of what each one buys. Two of its switches are experiments, off by default until the
-book has timed them: ``tma`` (tiles loaded by the Hopper copy engine through tensor descriptors) and
-``atomic_dq`` (dQ added up in the dK/dV pass, so the backward is one pass with five products per tile
-pair instead of two passes with seven).
+the measurements of what each one buys.
+
+The backward is one pass where chapter 07 measured it faster on an H100 and it fits in registers: 16-bit
+inputs with head dims up to 64, on a GPU, with dQ's additions done by the copy engine's bulk reductions.
+Those additions land in any order, so dQ's last bits can differ from run to run (as in FlashAttention-2
+and cuDNN); under ``torch.use_deterministic_algorithms(True)`` the backward takes the two passes.
 """
 
 from __future__ import annotations
@@ -169,15 +173,17 @@ def _fwd_inner(acc, l_i, m_i, q, K, V, stride_kn, stride_kd, stride_vn, stride_v
         k = _stream(K, k0, offs_k, offs_d, stride_kn, stride_kd, N_KEYS, HEAD_DIM, CHECK_ROWS, CHECK_COLS,
                     TMA)  # (BLOCK_K, BLOCK_D)
         v = _stream(V, k0, offs_k, offs_d, stride_vn, stride_vd, N_KEYS, HEAD_DIM, CHECK_ROWS, CHECK_COLS, TMA)
-        s = tl.dot(q, tl.trans(k)) * qk_scale  # (BLOCK_Q, BLOCK_K)
+        s = tl.dot(q, tl.trans(k))  # (BLOCK_Q, BLOCK_K), not yet scaled
         if MASKED:
             keep = offs_k[None, :] < N_KEYS
             if CAUSAL:
                 keep = keep & (offs_k[None, :] <= offs_q[:, None])
             # -inf is safe: key 0 is visible to every row and its tile comes first, so m_i is finite
             s = tl.where(keep, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.math.exp2(s - m_new[:, None])
+        # The scale is positive, so it commutes with the max: scaled there (a vector) and inside exp2's
+        # argument (one FFMA per score), not score by score first.
+        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+        p = tl.math.exp2(s * qk_scale - m_new[:, None])
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = tl.dot(p.to(v.dtype), v, acc=acc * alpha[:, None])  # P̃ in V's dtype, fp32 accumulator
@@ -238,9 +244,12 @@ def flash_fwd_kernel(
 
 @triton.jit
 def flash_bwd_preprocess_kernel(O, DO, DELTA, stride_ob, stride_oh, stride_on, stride_od,
-                                H, N_QUERIES,
+                                H, N_QUERIES, scale,
                                 HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_Q: tl.constexpr):
-    """D = rowsum(dO ∘ O) in fp32, (B, H, Nq); O and dO share strides (both made by this module)."""
+    """D/√d = rowsum(dO ∘ O) * scale in fp32, (B, H, Nq); O and dO share strides (both made by this module).
+
+    Scaled, so that the backward kernels compute dS/√d = P ∘ (dP/√d − D/√d) with one fused multiply-add
+    per score, and dQ and dK come out of their products already scaled."""
     bh = tl.program_id(1)
     b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
     offs_q = tl.program_id(0) * BLOCK_Q + tl.arange(0, BLOCK_Q)
@@ -249,13 +258,13 @@ def flash_bwd_preprocess_kernel(O, DO, DELTA, stride_ob, stride_oh, stride_on, s
     o = _load(_tile(O + base, offs_q, offs_d, stride_on, stride_od), offs_q, offs_d, N_QUERIES, HEAD_DIM, True, True)
     do = _load(_tile(DO + base, offs_q, offs_d, stride_on, stride_od), offs_q, offs_d, N_QUERIES, HEAD_DIM, True,
                True)
-    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1) * scale
     tl.store(DELTA + bh.to(tl.int64) * N_QUERIES + offs_q, delta, mask=offs_q < N_QUERIES)
 
 
 @triton.jit
 def _dkdv_inner(dk, dv, k, v, Q, DO, DQ, stride_qn, stride_qd, stride_don, stride_dod, L_bh, DELTA_bh, offs_k,
-                offs_d, start, end, N_QUERIES, qk_scale, BLOCK_Q: tl.constexpr, BLOCK_D: tl.constexpr,
+                offs_d, start, end, N_QUERIES, qk_scale, scale, BLOCK_Q: tl.constexpr, BLOCK_D: tl.constexpr,
                 HEAD_DIM: tl.constexpr, MASKED: tl.constexpr, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr,
                 TMA: tl.constexpr, ATOMIC_DQ: tl.constexpr, REDUCE_TMA: tl.constexpr):
     """dK, dV of one key tile over query tiles [start, end), in the transposed frame (keys as rows).
@@ -273,12 +282,14 @@ def _dkdv_inner(dk, dv, k, v, Q, DO, DQ, stride_qn, stride_qd, stride_don, strid
         lse = tl.load(L_bh + offs_q, mask=in_seq, other=float("inf")) * LOG2E
         delta = tl.load(DELTA_bh + offs_q, mask=in_seq, other=0.0)
         s_t = tl.dot(k, tl.trans(q)) * qk_scale  # Sᵀ (BLOCK_K, BLOCK_Q), log2 units
+        # dPᵀ = V dOᵀ (eq. 16) before the exponentials, so that the tensor cores compute it while they run;
+        # issued after dV's product it would also wait for that one (wgmma waits are in issue order).
+        dp_t = tl.dot(v, tl.trans(do))
         if MASKED:
             s_t = tl.where(offs_k[:, None] <= offs_q[None, :], s_t, float("-inf"))
         p_t = tl.math.exp2(s_t - lse[None, :])  # Pᵀ = exp(S - L)ᵀ, eq. 14
         dv = tl.dot(p_t.to(do.dtype), do, acc=dv)  # dV += Pᵀ dO, eq. 15
-        dp_t = tl.dot(v, tl.trans(do))  # dPᵀ = V dOᵀ, eq. 16
-        ds_t = (p_t * (dp_t - delta[None, :])).to(q.dtype)  # dSᵀ, eq. 17 (the 1/√d is applied once at the end)
+        ds_t = (p_t * (dp_t * scale - delta[None, :])).to(q.dtype)  # dSᵀ/√d, eq. 17 (delta holds D/√d)
         dk = tl.dot(ds_t, q, acc=dk)  # dK += dSᵀ Q, eq. 19
         if ATOMIC_DQ:
             dq = tl.dot(tl.trans(ds_t), k)  # this key tile's part of dQ = dS K, eq. 18
@@ -346,24 +357,24 @@ def flash_bwd_dkdv_kernel(
     # in flight, and ptxas (sm_90) serialises the wgmma products of both loops (its warning C7515).
     if UNMASKED_FIRST:
         dk, dv = _dkdv_inner(dk, dv, k, v, Q_bh, DO_bh, DQ_bh, stride_qn, stride_qd, stride_don, stride_dod, L_bh,
-                             DELTA_bh, offs_k, offs_d, mid, N_QUERIES, N_QUERIES, qk_scale, BLOCK_Q, BLOCK_D,
+                             DELTA_bh, offs_k, offs_d, mid, N_QUERIES, N_QUERIES, qk_scale, scale, BLOCK_Q, BLOCK_D,
                              HEAD_DIM, False, not EVEN_Q, CHECK_COLS, TMA, ATOMIC_DQ, REDUCE_TMA)
     dk, dv = _dkdv_inner(dk, dv, k, v, Q_bh, DO_bh, DQ_bh, stride_qn, stride_qd, stride_don, stride_dod, L_bh,
-                         DELTA_bh, offs_k, offs_d, lo, mid, N_QUERIES, qk_scale, BLOCK_Q, BLOCK_D, HEAD_DIM, True,
-                         not EVEN_Q, CHECK_COLS, TMA, ATOMIC_DQ, REDUCE_TMA)
+                         DELTA_bh, offs_k, offs_d, lo, mid, N_QUERIES, qk_scale, scale, BLOCK_Q, BLOCK_D, HEAD_DIM,
+                         True, not EVEN_Q, CHECK_COLS, TMA, ATOMIC_DQ, REDUCE_TMA)
     if not UNMASKED_FIRST:
         dk, dv = _dkdv_inner(dk, dv, k, v, Q_bh, DO_bh, DQ_bh, stride_qn, stride_qd, stride_don, stride_dod, L_bh,
-                             DELTA_bh, offs_k, offs_d, mid, N_QUERIES, N_QUERIES, qk_scale, BLOCK_Q, BLOCK_D,
+                             DELTA_bh, offs_k, offs_d, mid, N_QUERIES, N_QUERIES, qk_scale, scale, BLOCK_Q, BLOCK_D,
                              HEAD_DIM, False, not EVEN_Q, CHECK_COLS, TMA, ATOMIC_DQ, REDUCE_TMA)
 
     out = b * stride_dkb + h * stride_dkh
-    _store(_tile(DK + out, offs_k, offs_d, stride_dkn, stride_dkd), dk * scale, offs_k, offs_d, N_KEYS, HEAD_DIM)
+    _store(_tile(DK + out, offs_k, offs_d, stride_dkn, stride_dkd), dk, offs_k, offs_d, N_KEYS, HEAD_DIM)
     _store(_tile(DV + out, offs_k, offs_d, stride_dkn, stride_dkd), dv, offs_k, offs_d, N_KEYS, HEAD_DIM)
 
 
 @triton.jit
 def _dq_inner(dq, q, do, lse, delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd, offs_q, offs_d, start, end,
-              N_KEYS, qk_scale, BLOCK_K: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
+              N_KEYS, qk_scale, scale, BLOCK_K: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
               MASKED: tl.constexpr, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr, TMA: tl.constexpr):
     """dQ of one query tile over key tiles [start, end)."""
     for k0 in range(start, end, BLOCK_K):
@@ -380,8 +391,8 @@ def _dq_inner(dq, q, do, lse, delta, K, V, stride_kn, stride_kd, stride_vn, stri
             s = tl.where(keep, s, float("-inf"))
         p = tl.math.exp2(s - lse[:, None])  # eq. 14
         dp = tl.dot(do, tl.trans(v))  # eq. 16
-        ds = p * (dp - delta[:, None])  # eq. 17
-        dq = tl.dot(ds.to(k.dtype), k, acc=dq)  # eq. 18 (1/√d applied at the end)
+        ds = p * (dp * scale - delta[:, None])  # dS/√d, eq. 17 (delta holds D/√d)
+        dq = tl.dot(ds.to(k.dtype), k, acc=dq)  # eq. 18
     return dq
 
 
@@ -426,11 +437,11 @@ def flash_bwd_dq_kernel(
 
     mid, hi = _key_ranges(q0, N_KEYS, BLOCK_Q, BLOCK_K, CAUSAL, SKIP_MASKED, SPLIT_DIAGONAL)
     dq = _dq_inner(dq, q, do, lse, delta, K_bh, V_bh, stride_kn, stride_kd, stride_vn, stride_vd, offs_q, offs_d,
-                   0, mid, N_KEYS, qk_scale, BLOCK_K, HEAD_DIM, CAUSAL, False, False, CHECK_COLS, TMA)
+                   0, mid, N_KEYS, qk_scale, scale, BLOCK_K, HEAD_DIM, CAUSAL, False, False, CHECK_COLS, TMA)
     dq = _dq_inner(dq, q, do, lse, delta, K_bh, V_bh, stride_kn, stride_kd, stride_vn, stride_vd, offs_q, offs_d,
-                   mid, hi, N_KEYS, qk_scale, BLOCK_K, HEAD_DIM, CAUSAL, True, not EVEN_K, CHECK_COLS, TMA)
+                   mid, hi, N_KEYS, qk_scale, scale, BLOCK_K, HEAD_DIM, CAUSAL, True, not EVEN_K, CHECK_COLS, TMA)
 
-    _store(_tile(DQ + b * stride_dqb + h * stride_dqh, offs_q, offs_d, stride_dqn, stride_dqd), dq * scale, offs_q,
+    _store(_tile(DQ + b * stride_dqb + h * stride_dqh, offs_q, offs_d, stride_dqn, stride_dqd), dq, offs_q,
            offs_d, N_QUERIES, HEAD_DIM)
 
 
@@ -460,9 +471,11 @@ class FlashConfig:
     dK/dV pass) with the Hopper copy engine through tensor descriptors, where the layout allows it
     (contiguous head dim, 16-byte aligned base and strides), instead of per-thread addresses and masks.
     ``atomic_dq`` computes dQ in the dK/dV pass, adding each key tile's share into an fp32 buffer (with
-    ``tma``: bulk reductions by the copy engine), instead of a second pass that recomputes P and dP: five
-    matrix products per tile pair instead of seven, in exchange for the additions' memory traffic, and
-    dQ's last bits then depend on the order in which the additions land.
+    ``tma``: bulk reductions by the copy engine, else atomic adds), instead of a second pass that
+    recomputes P and dP: five matrix products per tile pair instead of seven, in exchange for the
+    additions' memory traffic, and dQ's last bits then depend on the order in which the additions land.
+    Left at ``None``, both are chosen per call (:func:`_one_pass`): one pass with TMA in the backward where
+    it is the faster choice, two passes and no TMA elsewhere.
     """
 
     fwd: Tiles | None = None
@@ -472,23 +485,24 @@ class FlashConfig:
     skip_masked_tiles: bool = True
     split_diagonal: bool = True
     unmasked_first: bool = True
-    tma: bool = False
-    atomic_dq: bool = False
+    tma: bool | None = None
+    atomic_dq: bool | None = None
 
     def encode(self) -> list[int]:
         """As a list of ints: the argument type a torch.library custom op can take."""
         ints = []
         for t in (self.fwd, self.dkdv, self.dq):
             ints += [0, 0, 0, 0] if t is None else [t.block_q, t.block_k, t.num_warps, t.num_stages]
-        return ints + [int(getattr(self, name)) for name in _SWITCHES]
+        return ints + [_UNSET if (x := getattr(self, name)) is None else int(x) for name in _SWITCHES]
 
     @classmethod
     def decode(cls, ints: list[int]) -> FlashConfig:
         tiles = [None if ints[i] == 0 else Tiles(*ints[i : i + 4]) for i in (0, 4, 8)]
-        return cls(*tiles, *(bool(x) for x in ints[12:]))
+        return cls(*tiles, *(None if x == _UNSET else bool(x) for x in ints[12:]))
 
 
 _SWITCHES = tuple(f.name for f in fields(FlashConfig))[3:]  # the booleans after the three kernels' tiles
+_UNSET = -1  # a switch left to the per-call choice
 
 
 # Candidates in order of preference; the untuned default is the first that fits (see _default_tiles).
@@ -608,14 +622,15 @@ def launch_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.T
     """The forward kernel alone, writing into O and L (also timed on its own, for the per-call cost)."""
     B, H, n_q, d = q.shape
     args = (q, k, v, o, L, *q.stride(), *k.stride(), *v.stride(), *o.stride())
-    meta = _meta(q, k, is_causal, cfg) | dict(qk_scale=1.0 / math.sqrt(d) * LOG2E.value, TMA=_use_tma(cfg, k, v))
+    meta = _meta(q, k, is_causal, cfg) | dict(qk_scale=1.0 / math.sqrt(d) * LOG2E.value,
+                                              TMA=_use_tma(bool(cfg.tma), k, v))
     _launch("fwd", cfg.fwd, cfg.autotune, n_q, B * H, args, meta)
 
 
-def _use_tma(cfg: FlashConfig, *streamed: torch.Tensor) -> bool:
-    """Whether a kernel loads its streamed tiles of these tensors through tensor descriptors; if so, the
-    descriptors get their scratch memory."""
-    use = cfg.tma and _tma_ready(*streamed)
+def _use_tma(tma: bool, *streamed: torch.Tensor) -> bool:
+    """Whether a kernel asked to use TMA (``tma``) can for these tensors; if so, the descriptors get their
+    scratch memory."""
+    use = tma and _tma_ready(*streamed)
     if use and not INTERPRET:
         triton.set_allocator(_descriptor_scratch)
     return use
@@ -631,6 +646,17 @@ def _tma_ready(*tensors: torch.Tensor) -> bool:
 def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
     """Global memory in which the kernels build their tensor descriptors (Triton asks for it at launch)."""
     return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+def _one_pass(cfg: FlashConfig, q: torch.Tensor) -> bool:
+    """Whether the backward adds dQ up in the dK/dV pass (``cfg.atomic_dq``, else chosen here)."""
+    if cfg.atomic_dq is not None:
+        return cfg.atomic_dq
+    # One pass measured faster at the leaderboard shape on an H100 (chapter 07). Past head dim 64 its
+    # extra product's operands spill registers, fp32 operands take twice the registers, the interpreter
+    # has no bulk reductions, and deterministic mode rules out additions that land in any order.
+    return (not INTERPRET and q.element_size() == 2 and q.shape[-1] <= 64
+            and not torch.are_deterministic_algorithms_enabled())
 
 
 flash_fwd = torch.library.custom_op("systems::flash_fwd", forward_outputs, mutates_args=())
@@ -650,27 +676,29 @@ def backward_grads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.T
     # dO from o.sum().backward() is an expanded tensor with stride 0; O and dO share strides below.
     o, do, L = o.contiguous(), do.contiguous(), L.contiguous()
     meta = _meta(q, k, is_causal, cfg)
+    scale = 1.0 / math.sqrt(d)
     delta = torch.empty((B, H, n_q), dtype=torch.float32, device=q.device)
     block_rows = 64
     flash_bwd_preprocess_kernel[(triton.cdiv(n_q, block_rows), B * H)](
-        o, do, delta, *o.stride(), H, n_q, HEAD_DIM=d, BLOCK_D=meta["BLOCK_D"], BLOCK_Q=block_rows)
+        o, do, delta, *o.stride(), H, n_q, scale, HEAD_DIM=d, BLOCK_D=meta["BLOCK_D"], BLOCK_Q=block_rows)
 
     dk = torch.empty((B, H, n_k, d), dtype=k.dtype, device=q.device)
     dv = torch.empty_like(dk)
-    scale = 1.0 / math.sqrt(d)
     meta |= dict(qk_scale=scale * LOG2E.value, scale=scale)
     strides = (*q.stride(), *k.stride(), *v.stride(), *do.stride())
+    one_pass = _one_pass(cfg, q)
+    tma = one_pass if cfg.tma is None else cfg.tma  # by default the single pass loads and reduces with TMA
     # dQ summed over key tiles in fp32, rows padded to BLOCK_D (16-byte aligned for the copy engine)
-    dq_acc = torch.zeros((B, H, n_q, meta["BLOCK_D"]), dtype=torch.float32, device=q.device) if cfg.atomic_dq else dk
-    reduce_tma = cfg.atomic_dq and not INTERPRET and _use_tma(cfg, dq_acc)  # the interpreter has no bulk reductions
+    dq_acc = torch.zeros((B, H, n_q, meta["BLOCK_D"]), dtype=torch.float32, device=q.device) if one_pass else dk
+    reduce_tma = one_pass and not INTERPRET and _use_tma(tma, dq_acc)  # the interpreter has no bulk reductions
     _launch("dkdv", cfg.dkdv, cfg.autotune, n_k, B * H, (q, k, v, do, L, delta, dk, dv, dq_acc, *strides, *dk.stride()),
-            meta | dict(UNMASKED_FIRST=cfg.unmasked_first, TMA=_use_tma(cfg, q, do), ATOMIC_DQ=cfg.atomic_dq,
+            meta | dict(UNMASKED_FIRST=cfg.unmasked_first, TMA=_use_tma(tma, q, do), ATOMIC_DQ=one_pass,
                         REDUCE_TMA=reduce_tma))
-    if cfg.atomic_dq:
-        return (dq_acc[..., :d] * scale).to(q.dtype), dk, dv
+    if one_pass:
+        return dq_acc[..., :d].to(q.dtype), dk, dv
     dq = torch.empty((B, H, n_q, d), dtype=q.dtype, device=q.device)
     _launch("dq", cfg.dq, cfg.autotune, n_q, B * H, (q, k, v, do, L, delta, dq, *strides, *dq.stride()),
-            meta | dict(TMA=_use_tma(cfg, k, v)))
+            meta | dict(TMA=_use_tma(tma, k, v)))
     return dq, dk, dv
 
 
