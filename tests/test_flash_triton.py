@@ -294,10 +294,11 @@ FP32_POINTERS = {"L", "DELTA", "DQ_ACC"}
 ELEMENT_BYTES = {"bf16": 2, "fp32": 4}
 
 
-def _compile_for_sm90(kind, dtype, d, is_causal, tma=False, atomic_dq=False):
+def _compile_for_sm90(kind, dtype, d, is_causal, tma=False, atomic_dq=False, unmasked_first=True):
     """One kernel with its default tiles compiled for sm_90, specialised as a real launch would be (unit
     head-dim strides, 16-aligned pointers and strides, ragged lengths); returns its PTX. ``tma``: the
-    streamed tiles through tensor descriptors; ``atomic_dq``: the dK/dV pass adds up dQ as well."""
+    streamed tiles through tensor descriptors; ``atomic_dq``: the dK/dV pass adds up dQ as well;
+    ``unmasked_first``: the dK/dV pass's loop order."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -311,7 +312,7 @@ def _compile_for_sm90(kind, dtype, d, is_causal, tma=False, atomic_dq=False):
     consts = dict(HEAD_DIM=d, BLOCK_D=block_d, CAUSAL=is_causal, SKIP_MASKED=True, SPLIT_DIAGONAL=True,
                   BLOCK_Q=tiles.block_q, BLOCK_K=tiles.block_k, TMA=tma, **{even: False})
     if kind == "dkdv":
-        consts.update(UNMASKED_FIRST=True, ATOMIC_DQ=atomic_dq, REDUCE_TMA=atomic_dq and tma)
+        consts.update(UNMASKED_FIRST=unmasked_first, ATOMIC_DQ=atomic_dq, REDUCE_TMA=atomic_dq and tma)
     consts.update({n: 1 for n in fn.arg_names if n.startswith("stride_") and n.endswith("d")})
     signature = {n: "constexpr" if n in consts else ("*fp32" if n in FP32_POINTERS else f"*{dtype}")
                  if n in POINTERS else ("fp32" if "scale" in n else "i32") for n in fn.arg_names}
@@ -375,3 +376,9 @@ def test_kernels_compile_for_sm90(tmp_path):
     ptx = _compile_for_sm90("dkdv", "bf16", 64, True, atomic_dq=True)
     assert re.search(r"(red|atom)\.global\.[\w.]*add[\w.]*f32", ptx)  # relaxed fp32 atomic adds
     assert _ptxas_report(ptx, tmp_path) == (0, False)
+    # dK/dV's diagonal tiles first: the two-pass kernel leaves that loop with products in flight and ptxas
+    # serialises them; the one-pass kernel waits for each tile's dQ product, so the order is harmless there
+    ptx = _compile_for_sm90("dkdv", "bf16", 64, True, unmasked_first=False)
+    assert _ptxas_report(ptx, tmp_path)[1]
+    ptx = _compile_for_sm90("dkdv", "bf16", 64, True, tma=True, atomic_dq=True, unmasked_first=False)
+    assert not _ptxas_report(ptx, tmp_path)[1]
