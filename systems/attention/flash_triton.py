@@ -353,8 +353,9 @@ def flash_bwd_dkdv_kernel(
         lo = 0
         mid = 0
     # Rows past Nq are neutralised through L = +inf, so the query bound needs no comparison on tiles.
-    # The unmasked tiles go first: in the other order dK and dV leave the masked loop with products still
-    # in flight, and ptxas (sm_90) serialises the wgmma products of both loops (its warning C7515).
+    # The unmasked tiles go first: in the other order the two-pass kernel's dK and dV leave the masked loop
+    # with products still in flight, and ptxas (sm_90) serialises the wgmma products of both loops (its
+    # warning C7515). The one-pass kernel waits for each tile's dQ product, so either order compiles well.
     if UNMASKED_FIRST:
         dk, dv = _dkdv_inner(dk, dv, k, v, Q_bh, DO_bh, DQ_bh, stride_qn, stride_qd, stride_don, stride_dod, L_bh,
                              DELTA_bh, offs_k, offs_d, mid, N_QUERIES, N_QUERIES, qk_scale, scale, BLOCK_Q, BLOCK_D,
