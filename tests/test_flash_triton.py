@@ -4,6 +4,7 @@ Without a GPU the kernels run in Triton's interpreter (tests/conftest.py sets TR
 the CPU cases are small; the ``gpu`` cases run the handout's sizes, bf16 and the leaderboard shape.
 """
 
+import contextlib
 import os
 import re
 import subprocess
@@ -114,6 +115,17 @@ def test_single_pass_backward_with_atomic_dq(n_q, n_k, d, is_causal, tma):
     check_against_reference(with_config(config), q, k, v, is_causal, tol(torch.float32))
 
 
+@contextlib.contextmanager
+def deterministic_algorithms():
+    """torch.use_deterministic_algorithms(True) for the block, then the mode as it was."""
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
 def test_one_or_two_backward_passes(monkeypatch):
     # One pass only where it was measured faster and fits in registers; deterministic mode, or an explicit
     # switch, decides otherwise. (The choice is made on a GPU: the interpreter always takes two passes.)
@@ -124,12 +136,8 @@ def test_one_or_two_backward_passes(monkeypatch):
     assert not _one_pass(auto, x.float())
     assert not _one_pass(auto, torch.empty(1, 2, 8, 96, dtype=torch.bfloat16))
     assert _one_pass(FlashConfig(atomic_dq=True), x.float()) and not _one_pass(FlashConfig(atomic_dq=False), x)
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
-    try:
+    with deterministic_algorithms():
         assert not _one_pass(auto, x)
-    finally:
-        torch.use_deterministic_algorithms(deterministic)
     monkeypatch.setattr(flash_triton, "INTERPRET", True)
     assert not _one_pass(auto, x)
 
@@ -250,16 +258,12 @@ def test_gpu_single_pass_backward_with_atomic_dq(config):
 def test_gpu_deterministic_mode_repeats_bit_for_bit():
     # the default one-pass backward adds dQ up in any order; deterministic mode takes the two passes
     q, k, v = make_qkv((2, 3), 1000, 1000, 64, dtype=torch.bfloat16)
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
-    try:
-        grads = []
+    grads = []
+    with deterministic_algorithms():
         for _ in range(2):
             q_, k_, v_ = (x.detach().requires_grad_() for x in (q, k, v))
             UNTUNED(q_, k_, v_, True).sum().backward()
             grads.append([x.grad for x in (q_, k_, v_)])
-    finally:
-        torch.use_deterministic_algorithms(deterministic)
     for first, second in zip(*grads):
         assert torch.equal(first, second)
 
