@@ -1,31 +1,42 @@
 # The project's two entry points (see README.md):
-#   make book   set up, then render the book from the committed, GPU-executed chapters
-#   make test   set up, then run the tests (unit, distributed on gloo, Triton interpreter, nbval, book build)
-# Both create .venv on first use. PYTHON picks the interpreter; PIP_CONSTRAINT (environment) may pin
-# versions, as CI does for the CPU build of torch.
+#   make book   set up what rendering needs (no torch), then render the book from the committed chapters
+#   make test   set up everything, then run the tests (unit, distributed on gloo, Triton interpreter, nbval,
+#               the book built and opened in a browser)
+# Both use .venv. PYTHON picks the interpreter. PIP_CONSTRAINT (environment) may pin versions, as CI does;
+# TORCH_INDEX installs torch from another index first, e.g. PyTorch's CPU wheels on a machine without a GPU:
+#   make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip install --quiet
 
-.PHONY: setup book test chapters clean
+.PHONY: setup setup-book book test chapters clean
 
-setup: $(VENV)/.installed
-
-$(VENV)/.installed: pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test,book]"
+	$(PIP) --upgrade pip
+
+setup-book: $(VENV)/.book
+$(VENV)/.book: $(BIN)/python requirements/book.txt pyproject.toml
+	$(PIP) -r requirements/book.txt
+	$(PIP) --no-deps -e .
 	touch $@
 
-book: setup
+setup: $(VENV)/.installed
+$(VENV)/.installed: $(BIN)/python pyproject.toml $(wildcard requirements/*.txt)
+	$(if $(TORCH_INDEX),$(PIP) torch --index-url $(TORCH_INDEX))
+	$(PIP) -e ".[test]"
+	touch $@
+
+book: setup-book
 	$(BIN)/python -m systems.pipeline status
 	$(BIN)/jupyter-book build . -n -W --keep-going
 
 test: setup
 	$(BIN)/python -m pytest
 
-# Re-execute every chapter into the book (on a GPU machine; the full profile refuses to run without one).
+# Re-execute every chapter into the book (each on the machine its header requires: a GPU for most).
 chapters: setup
 	$(BIN)/python -m systems.pipeline run --profile full
 

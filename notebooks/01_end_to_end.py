@@ -14,21 +14,20 @@
 # How long does one forward and one backward pass of each model size of the handout take, and how
 # much do the first, un-warmed steps distort that number? (Handout §1.1.3, `benchmarking_script`.)
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 profile = "auto"
 data_dir = None
 
-# %%
+# %% tags=["remove-cell"]
 import pandas as pd
 import seaborn as sns
 from matplotlib import pyplot as plt
 
-from systems import report
+from systems import provenance, report
 from systems.bench.e2e import SMOKE_MODEL, BenchConfig, cold_run, sweep
 from systems.model import PRESETS, parameter_count
 
-profile = report.resolve_profile(profile)
-report.show_provenance(profile)
+profile = provenance.resolve_profile(profile)
 
 if profile == "full":
     sizes, contexts, batch, overrides = list(PRESETS), [128, 256, 512], 4, {}

@@ -15,11 +15,11 @@
 # their GPU time in, and how does attention's softmax compare with its matrix multiplies?
 # (Handout §1.1.4, `nsys_profile`.)
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 profile = "auto"
 data_dir = None
 
-# %%
+# %% tags=["remove-cell"]
 import subprocess
 import tempfile
 
@@ -29,14 +29,13 @@ import torch
 from IPython.display import display
 from matplotlib import pyplot as plt
 
-from systems import report
+from systems import provenance, report
 from systems.bench.e2e import SMOKE_MODEL, BenchConfig, sweep
 from systems.model import PRESETS, preset
 from systems.profiling import nsys
 from systems.profiling.target import Point, profile_configs, synthetic_profile
 
-profile = report.resolve_profile(profile)
-report.show_provenance(profile)
+profile = provenance.resolve_profile(profile)
 
 MODES = ("forward", "train")
 if profile == "full":

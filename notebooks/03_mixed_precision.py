@@ -15,24 +15,24 @@
 # inside a model, and how much faster is the Transformer with bf16 autocast? (Handout §1.1.5,
 # `mixed_precision_accumulation` and `benchmarking_mixed_precision`.)
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 profile = "auto"
 data_dir = None
 
-# %%
+# %% tags=["remove-cell"]
 import pandas as pd
 import seaborn as sns
 import torch
 from matplotlib import pyplot as plt
 
-from systems import report
+from systems import provenance, report
+from systems.device import local_device
 from systems.bench.e2e import SMOKE_MODEL, BenchConfig, sweep
 from systems.model import PRESETS
 from systems.precision import accumulation_table, autocast_dtypes
 
-profile = report.resolve_profile(profile)
-report.show_provenance(profile)
-device = report.device()
+profile = provenance.resolve_profile(profile)
+device = local_device()
 
 if profile == "full":
     sizes, context, batch, overrides, warmup, steps = list(PRESETS), 128, 4, {}, 5, 10

@@ -15,11 +15,11 @@
 # the peak grow with the context length and shrink with mixed precision, and which allocations are the
 # largest? (Handout §1.1.6, `memory_profiling`.)
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 profile = "auto"
 data_dir = None
 
-# %%
+# %% tags=["remove-cell"]
 import tempfile
 from pathlib import Path
 
@@ -29,13 +29,12 @@ import torch
 from IPython.display import display
 from matplotlib import pyplot as plt
 
-from systems import report
+from systems import provenance, report
 from systems.bench.e2e import SMOKE_MODEL, BenchConfig, benchmark, sweep
 from systems.model import preset
 from systems.profiling import memory
 
-profile = report.resolve_profile(profile)
-report.show_provenance(profile)
+profile = provenance.resolve_profile(profile)
 on_gpu = torch.cuda.is_available()
 
 if profile == "full":

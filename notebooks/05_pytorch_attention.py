@@ -15,23 +15,22 @@
 # for the backward pass, where does it run out, and what does `torch.compile` change? (Handout §1.2.1,
 # `pytorch_attention`, and §1.3.1 (a), `torch_compile`.)
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 profile = "auto"
 data_dir = None
 
-# %%
+# %% tags=["remove-cell"]
 import numpy as np
 import pandas as pd
 import seaborn as sns
 import torch
 from matplotlib import pyplot as plt
 
-from systems import report
+from systems import provenance, report
 from systems.bench.attention import BATCH, HEAD_DIMS, SEQ_LENS, naive_attention_memory, sweep
-from systems.bench.timing import OOM
+from systems.device import OOM
 
-profile = report.resolve_profile(profile)
-report.show_provenance(profile)
+profile = provenance.resolve_profile(profile)
 
 if profile == "full":
     head_dims, seq_lens, batch, warmup, steps, backend = HEAD_DIMS, SEQ_LENS, BATCH, 5, 100, "inductor"

@@ -15,19 +15,18 @@
 # training step? (Handout §1.3.1 (b); part (a), compiled attention alone, is in the PyTorch attention
 # chapter.)
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 profile = "auto"
 data_dir = None
 
-# %%
+# %% tags=["remove-cell"]
 import seaborn as sns
 from matplotlib import pyplot as plt
 
-from systems import report
+from systems import provenance, report
 from systems.bench.e2e import SMOKE_MODEL, BenchConfig, sweep
 
-profile = report.resolve_profile(profile)
-report.show_provenance(profile)
+profile = provenance.resolve_profile(profile)
 
 if profile == "full":
     # Compiling the 48-layer xl and the 2.7B model for both modes takes minutes per point; the three

@@ -16,11 +16,11 @@
 # `scaled_dot_product_attention`, and how does it do on the leaderboard's shape? (Handout §1.3.2 (e)
 # `flash_benchmarking`, §1.3.3 leaderboard, §1.3.4.)
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 profile = "auto"
 data_dir = None
 
-# %%
+# %% tags=["remove-cell"]
 import os
 
 import pandas as pd
@@ -32,12 +32,11 @@ from matplotlib import pyplot as plt
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")  # before the kernels are defined: CPU runs use the interpreter
 
-from systems import report
+from systems import provenance, report
 from systems.attention.flash_triton import FlashConfig, Tiles, autotune_report
 from systems.bench import flash
 
-profile = report.resolve_profile(profile)
-report.show_provenance(profile)
+profile = provenance.resolve_profile(profile)
 on_gpu = torch.cuda.is_available()
 
 if profile == "full":

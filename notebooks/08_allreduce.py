@@ -15,21 +15,20 @@
 # GPUs), the tensor size and the number of processes change it? (Handout §2.1.3,
 # `distributed_communication_single_node`.)
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 profile = "auto"
 data_dir = None
 
-# %%
+# %% tags=["remove-cell"]
 import pandas as pd
 import seaborn as sns
 import torch
 from matplotlib import pyplot as plt
 
-from systems import report
+from systems import provenance, report
 from systems.bench.allreduce import SIZES_MB, WORLD_SIZES, benchmark
 
-profile = report.resolve_profile(profile)
-report.show_provenance(profile)
+profile = provenance.resolve_profile(profile)
 
 if profile == "full":
     sizes, worlds, warmup, iters = list(SIZES_MB), list(WORLD_SIZES), 5, 10

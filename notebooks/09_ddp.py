@@ -15,23 +15,22 @@
 # for the XL model on two GPUs, and how much of that cost do batching, overlapping and bucketing
 # remove, next to PyTorch's `DistributedDataParallel`? (Handout §2.2.2–§2.2.3, §2.3.1–§2.3.3(a).)
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 profile = "auto"
 data_dir = None
 
-# %%
+# %% tags=["remove-cell"]
 import numpy as np
 import pandas as pd
 import torch
 from matplotlib import pyplot as plt
 
-from systems import report
+from systems import provenance, report
 from systems.bench.ddp import SMOKE_MODEL, DDPBenchConfig, benchmark, overlap_ms, standard_runs, trace
 from systems.ddp.check import compare
 from systems.model import TransformerLM, preset
 
-profile = report.resolve_profile(profile)
-report.show_provenance(profile)
+profile = provenance.resolve_profile(profile)
 
 if profile == "full":
     cfg = DDPBenchConfig(size="xl", context_length=128, batch_size=4, warmup=3, steps=8)

@@ -16,24 +16,23 @@
 # measurements on this machine, and hold its prediction against the measured bucket sweep.
 # (Handout §2.3.3(b), `ddp_bucketed_benchmarking`.)
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 profile = "auto"
 data_dir = None
 
-# %%
+# %% tags=["remove-cell"]
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from matplotlib import pyplot as plt
 
-from systems import report
+from systems import provenance, report
 from systems.bench.allreduce import MIB, benchmark as allreduce
 from systems.bench.ddp import SMOKE_MODEL, DDPBenchConfig, benchmark
 from systems.model import parameter_count, preset
 
-profile = report.resolve_profile(profile)
-report.show_provenance(profile)
+profile = provenance.resolve_profile(profile)
 
 if profile == "full":
     backend, sizes_mb, iters = "nccl", [0.25, 1, 4, 16, 64, 256, 1024], 10

@@ -15,25 +15,24 @@
 # it cost in time per iteration, and how does it differ from stage 1 of the ZeRO paper? (Handout §2.4,
 # `optimizer_state_sharding` and `optimizer_state_sharding_accounting`.)
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 profile = "auto"
 data_dir = None
 
-# %%
+# %% tags=["remove-cell"]
 import pandas as pd
 import seaborn as sns
 import torch
 from matplotlib import pyplot as plt
 
-from systems import report
+from systems import provenance, report
 from systems.bench.e2e import SMOKE_MODEL
 from systems.bench.sharding import ShardingConfig, analytic_mb, communication_bytes, measure
 from systems.dist import launch
 from systems.model import TransformerLM, preset
 from systems.zero import assign_owners
 
-profile = report.resolve_profile(profile)
-report.show_provenance(profile)
+profile = provenance.resolve_profile(profile)
 
 world = 2
 if profile == "full":

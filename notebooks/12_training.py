@@ -15,24 +15,23 @@
 # implementation and each data-parallel wrapper. How many tokens per second does each combination
 # train, how much memory does it take, and do they all learn the same thing?
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 profile = "auto"
 data_dir = None
 
-# %%
+# %% tags=["remove-cell"]
 import pandas as pd
 import seaborn as sns
 import torch
 from matplotlib import pyplot as plt
 
-from systems import report
+from systems import provenance, report
 from systems.attention import get_attention
 from systems.bench.e2e import SMOKE_MODEL
 from systems.dist import launch
 from systems.train import WRAPPERS, TrainConfig, summarize, train_many
 
-profile = report.resolve_profile(profile)
-report.show_provenance(profile)
+profile = provenance.resolve_profile(profile)
 
 world = 2
 if profile == "full":

@@ -1,32 +1,43 @@
 """The literate pipeline: jupytext sources -> papermill execution -> the notebooks the book renders.
 
     python -m systems.pipeline list                          # the chapters and where they stand
-    python -m systems.pipeline run [NAME ...] --profile full # execute on this machine (GPU: into the book)
+    python -m systems.pipeline run [NAME ...] --profile full # execute on this machine (into the book)
     python -m systems.pipeline refs [NAME ...]               # smoke runs kept as nbval references
     python -m systems.pipeline status                        # write book/status.md from the stamps
 
-A ``full`` run writes ``book/executed/NAME.ipynb`` and its raw results to ``book/data/NAME/``; it needs a
-GPU, so the book only ever holds GPU results. A ``smoke`` run writes under ``_build/smoke/`` and cannot
-reach the book. Every executed notebook carries the provenance stamp of the machine that ran it in its
-metadata (``metadata.systems``), which the status page lists.
+A chapter declares in its jupytext header (``jupyter: systems:``) what it needs to run for the book
+(``requires``: ``gpu`` by default, ``2 gpus``, or ``cpu`` for an analysis that runs anywhere) and which
+chapters' raw data it reads (``depends_on``); the pipeline runs dependencies first.
+
+A ``full`` run writes ``book/executed/NAME.ipynb`` and its raw results to ``book/data/NAME/``; it refuses
+a machine without what the chapter requires, so the book holds GPU results only where a GPU is needed. A
+``smoke`` run writes under ``_build/smoke/`` and cannot reach the book. Chapters run in their own folder
+and get ``data_dir`` relative to it, so no machine's paths reach a page. Every executed notebook carries
+the provenance stamp of the machine that ran it in its metadata (``metadata.systems``), which the status
+page and the line at the top of each chapter show.
+
+This module imports no torch at import time: the book's light build (``make book``) uses it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
-from systems import report
+from systems import provenance
 
-ROOT = report.ROOT
+ROOT = provenance.ROOT
 NOTEBOOKS = ROOT / "notebooks"
 BOOK = ROOT / "book"
 EXECUTED = BOOK / "executed"
 BOOK_DATA = BOOK / "data"
 SMOKE = ROOT / "_build" / "smoke"
 NBVAL_REFS = ROOT / "tests" / "nbval"
+REQUIREMENTS = ("gpu", "2 gpus", "cpu")
 
 
 def chapters() -> list[str]:
@@ -34,17 +45,63 @@ def chapters() -> list[str]:
     return sorted(p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.py"))
 
 
+@dataclass(frozen=True)
+class Needs:
+    """What a chapter declares in its header: the hardware of a book run, the chapters whose data it reads."""
+
+    requires: str = "gpu"
+    depends_on: tuple[str, ...] = ()
+
+    @property
+    def gpus(self) -> int:
+        return {"gpu": 1, "2 gpus": 2, "cpu": 0}[self.requires]
+
+
+@cache
+def _needs(name: str, mtime: float) -> Needs:
+    import jupytext
+
+    meta = jupytext.read(NOTEBOOKS / f"{name}.py").metadata.get("systems", {})
+    needs = Needs(meta.get("requires", "gpu"), tuple(meta.get("depends_on", ())))
+    if needs.requires not in REQUIREMENTS:
+        raise ValueError(f"{name}: requires must be one of {REQUIREMENTS}, got {needs.requires!r}")
+    unknown = set(needs.depends_on) - set(chapters())
+    if unknown:
+        raise ValueError(f"{name}: depends on unknown chapters {sorted(unknown)}")
+    return needs
+
+
+def needs(name: str) -> Needs:
+    return _needs(name, (NOTEBOOKS / f"{name}.py").stat().st_mtime)
+
+
 def resolve_names(names: list[str] | None) -> list[str]:
+    """Chapters named by full name, prefix or number, ordered so that every chapter runs after those whose
+    data it reads (which must be among the names, or already have their data)."""
     known = chapters()
     if not names:
-        return known
-    out = []
-    for name in names:
-        matches = [c for c in known if c == name or c.startswith(name + "_") or c.split("_", 1)[0] == name]
-        if len(matches) != 1:
-            raise SystemExit(f"no single chapter matches {name!r}; chapters: {', '.join(known)}")
-        out.append(matches[0])
-    return out
+        picked = known
+    else:
+        picked = []
+        for name in names:
+            matches = [c for c in known if c == name or c.startswith(name + "_") or c.split("_", 1)[0] == name]
+            if len(matches) != 1:
+                raise SystemExit(f"no single chapter matches {name!r}; chapters: {', '.join(known)}")
+            picked.append(matches[0])
+    ordered: list[str] = []
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        if name in path:
+            raise SystemExit(f"chapter dependencies form a cycle: {' -> '.join(path + (name,))}")
+        for dep in needs(name).depends_on:
+            if dep in picked:
+                visit(dep, path + (name,))
+        if name not in ordered:
+            ordered.append(name)
+
+    for name in picked:
+        visit(name, ())
+    return ordered
 
 
 @dataclass(frozen=True)
@@ -52,18 +109,41 @@ class Target:
     notebook: Path
     data_dir: Path | None
 
+    @property
+    def data_param(self) -> str | None:
+        """``data_dir`` as the chapter sees it: relative to the folder it runs in."""
+        if self.data_dir is None:
+            return None
+        return Path(os.path.relpath(self.data_dir, self.notebook.parent)).as_posix()
+
 
 def target(name: str, profile: str, into: str = "default") -> Target:
-    """Where a run of ``name`` in ``profile`` writes. Only a full run on a GPU may write into the book."""
+    """Where a run of ``name`` in ``profile`` writes. Only a full run on the hardware the chapter requires
+    may write into the book."""
     if into == "refs":
         return Target(NBVAL_REFS / f"{name}.ipynb", None)
     if profile == "full":
-        import torch
+        gpus = needs(name).gpus
+        if gpus:
+            import torch
 
-        if not torch.cuda.is_available():
-            raise SystemExit("the full profile writes the book's chapters and needs a GPU; use --profile smoke")
+            if torch.cuda.device_count() < gpus:
+                raise SystemExit(f"{name} needs {'a GPU' if gpus == 1 else f'{gpus} GPUs'} for the book (the full "
+                                 f"profile), this machine has {torch.cuda.device_count()}: use --profile smoke")
         return Target(EXECUTED / f"{name}.ipynb", BOOK_DATA / name)
     return Target(SMOKE / f"{name}.ipynb", SMOKE / "data" / name)
+
+
+def _resolve(name: str, profile: str) -> str:
+    """``auto``: ``full`` where this machine has what the chapter needs, else ``smoke``."""
+    if profile != "auto":
+        return provenance.resolve_profile(profile)
+    gpus = needs(name).gpus
+    if not gpus:
+        return "full"
+    import torch
+
+    return "full" if torch.cuda.device_count() >= gpus else "smoke"
 
 
 def execute(name: str, profile: str, into: str = "default", timeout_s: int | None = None) -> Path:
@@ -72,32 +152,50 @@ def execute(name: str, profile: str, into: str = "default", timeout_s: int | Non
     import nbformat
     import papermill
 
-    profile = report.resolve_profile(profile)
+    profile = _resolve(name, profile)
     out = target(name, profile, into)
     out.notebook.parent.mkdir(parents=True, exist_ok=True)
+    for dep in needs(name).depends_on:
+        if out.data_dir is not None and not (out.data_dir.parent / dep).is_dir():
+            raise SystemExit(f"{name} reads the data of {dep}, which has not run in this profile: run {dep} first")
     nb = jupytext.read(NOTEBOOKS / f"{name}.py")
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     source = out.notebook.with_suffix(".source.ipynb")
     nbformat.write(nb, source)
-    params = {"profile": profile, "data_dir": str(out.data_dir) if out.data_dir else None}
     try:
         papermill.execute_notebook(
-            str(source), str(out.notebook), parameters=params, kernel_name="python3",
-            cwd=str(ROOT), execution_timeout=timeout_s, progress_bar=False,
+            str(source), str(out.notebook), parameters={"profile": profile, "data_dir": out.data_param},
+            kernel_name="python3", cwd=str(out.notebook.parent), execution_timeout=timeout_s, progress_bar=False,
         )
     finally:
         source.unlink(missing_ok=True)
-    executed = nbformat.read(out.notebook, as_version=4)
-    executed.metadata["systems"] = report.provenance(profile)
+    executed = scrub(nbformat.read(out.notebook, as_version=4))
     if into == "refs":
         # References are re-executed by nbval on other machines: keep them free of run-specific stamps.
-        executed.metadata.pop("systems")
         executed.metadata.pop("papermill", None)
         for cell in executed.cells:
             cell.metadata.pop("papermill", None)
             cell.metadata.pop("execution", None)
+    else:
+        executed.metadata["systems"] = provenance.stamp(profile)
     nbformat.write(executed, out.notebook)
     return out.notebook
+
+
+def scrub(nb):
+    """What of a run the book must not keep: the machine's paths (papermill's record of its input and
+    output files) and standard error (warnings and progress bars, which the book does not render). The
+    injected parameters cell is hidden: the line at the top of the page says how the chapter ran."""
+    papermill = nb.metadata.get("papermill", {})
+    for key in ("input_path", "output_path"):
+        if papermill.get(key):
+            papermill[key] = Path(papermill[key]).name
+    for cell in nb.cells:
+        if "injected-parameters" in cell.metadata.get("tags", []) and "remove-cell" not in cell.metadata["tags"]:
+            cell.metadata["tags"].append("remove-cell")
+        if cell.cell_type == "code":
+            cell.outputs = [o for o in cell.outputs if not (o.output_type == "stream" and o.name == "stderr")]
+    return nb
 
 
 def matches_source(name: str, notebook) -> bool:
@@ -110,45 +208,87 @@ def matches_source(name: str, notebook) -> bool:
     return stored == source
 
 
-def stamps() -> list[dict]:
-    """The provenance stamp of every executed chapter in the book, in book order."""
+def run_info(name: str) -> dict:
+    """What the book says of a chapter's run: the stamp, whether its commit is in this history, whether the
+    chapter's source changed since, and the commits that changed it."""
     import nbformat
 
-    rows = []
-    for name in chapters():
-        path = EXECUTED / f"{name}.ipynb"
-        if not path.exists():
-            rows.append({"chapter": name, "status": "not yet run on a GPU"})
-            continue
-        nb = nbformat.read(path, as_version=4)
-        rows.append({"chapter": name, "status": "executed", "source_changed": not matches_source(name, nb),
-                     **nb.metadata.get("systems", {})})
-    return rows
+    path = EXECUTED / f"{name}.ipynb"
+    info: dict = {"chapter": name, "requires": needs(name).requires}
+    if not path.exists():
+        return info | {"status": "not yet run"}
+    nb = nbformat.read(path, as_version=4)
+    stamp = nb.metadata.get("systems", {})
+    commit = stamp.get("commit", "unknown")
+    known = provenance.commit_exists(commit)
+    # a run from a history that did not land names the commit here whose tree it ran (see its note)
+    base = commit if known is not False else stamp.get("same_code_as")
+    changed = not matches_source(name, nb)
+    since = provenance.commits_touching(base, [f"notebooks/{name}.py"]) if (changed and base) else []
+    return info | {"status": "executed", "stamp": stamp, "commit_known": known, "base_commit": base,
+                   "source_changed": changed, "changed_by": since, "note": stamp.get("note")}
+
+
+def machine(stamp: dict) -> str:
+    """"1 × NVIDIA H100 80GB HBM3", or the CPU an analysis ran on."""
+    if stamp.get("gpu_count"):
+        return f"{stamp['gpu_count']} × {stamp['gpu']}"
+    cpus = stamp.get("cpu_count")
+    return f"CPU ({stamp.get('cpu', '?')}{f', {cpus} cores' if cpus else ''})"
+
+
+def _commit_cell(info: dict) -> str:
+    """The commit a run names, in backticks only where it is one of this repository's commits."""
+    commit = info["stamp"].get("commit", "unknown")
+    if info["commit_known"] is not False:
+        return f"`{commit}`"
+    if info["base_commit"]:
+        return f"`{info['base_commit']}` (the run's own commit, {commit}, is of an earlier history)"
+    return f"{commit} (of an earlier history, not in this repository)"
+
+
+def provenance_line(info: dict) -> str:
+    """The one line at the top of a chapter (Markdown): machine, date, commit, and whether the source changed."""
+    if info["status"] != "executed":
+        return f"Not yet run: this chapter needs {info['requires']}."
+    stamp = info["stamp"]
+    kind = "Analysis (needs no GPU), computed on" if info["requires"] == "cpu" else "Executed on"
+    code = f"commit {_commit_cell(info)}"
+    line = (f"{kind} {machine(stamp)} on {stamp.get('date', '?')[:10]} from {code}, "
+            f"torch {stamp.get('torch', '?')}, Triton {stamp.get('triton', '?')}. ")
+    if info["note"]:
+        line += info["note"] + " "
+    if not info["source_changed"]:
+        return line + "The chapter's source has not changed since."
+    if not info["changed_by"]:
+        return line + "The chapter's source differs from what ran: this page shows the run as it was."
+    commits = ", ".join(f"`{c.split()[0]}`" for c in info["changed_by"])
+    return line + f"The chapter's source has changed since (in {commits}): this page shows the run as it was."
 
 
 def write_status(path: Path = BOOK / "status.md") -> Path:
-    """The status page: each chapter with the machine, software, commit and date that produced it."""
+    """The status page: each chapter with the machine, commit and date that produced it."""
     lines = [
         "# Status and provenance",
         "",
         "Every chapter of this book is a notebook executed by `python -m systems.pipeline run NAME "
         "--profile full` on the machine named here; the book itself never executes code. This page is "
-        "generated from the stamp each executed notebook carries in its metadata. *Source changed* means "
-        "the chapter's source in `notebooks/` has been edited since that run (its prose or code), so the "
-        "book shows the run as it was until the chapter is run again.",
+        "generated from the stamp each executed notebook carries in its metadata. A chapter whose source in "
+        "`notebooks/` was edited after its run shows that run as it was until it runs again. Chapters marked "
+        "*analysis* need no GPU and ran on the CPU named.",
         "",
-        "| chapter | machine | GPUs | torch | triton | commit | date | source since the run |",
-        "|---|---|---|---|---|---|---|---|",
+        "| chapter | needs | machine | commit | date | source since |",
+        "|---|---|---|---|---|---|",
     ]
-    for row in stamps():
-        if row["status"] != "executed":
-            lines.append(f"| {row['chapter']} | {row['status']} | | | | | | |")
+    for name in chapters():
+        info = run_info(name)
+        needs_ = "analysis" if info["requires"] == "cpu" else info["requires"]
+        if info["status"] != "executed":
+            lines.append(f"| {name} | {needs_} | not yet run | | | |")
             continue
-        lines.append(
-            f"| {row['chapter']} | {row.get('gpu', '?')} | {row.get('gpu_count', '?')} | {row.get('torch', '?')} "
-            f"| {row.get('triton', '?')} | `{row.get('commit', '?')}` | {row.get('date', '?')} "
-            f"| {'changed' if row['source_changed'] else 'unchanged'} |"
-        )
+        stamp = info["stamp"]
+        lines.append(f"| {name} | {needs_} | {machine(stamp)} | {_commit_cell(info)} | {stamp.get('date', '?')[:10]} "
+                     f"| {'changed' if info['source_changed'] else 'unchanged'} |")
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -156,10 +296,10 @@ def write_status(path: Path = BOOK / "status.md") -> Path:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="list the chapters and whether the book has a GPU run of each")
+    sub.add_parser("list", help="list the chapters and whether the book has a run of each")
     run = sub.add_parser("run", help="execute chapters with papermill")
     run.add_argument("names", nargs="*")
-    run.add_argument("--profile", default="auto", choices=("auto",) + report.PROFILES)
+    run.add_argument("--profile", default="auto", choices=("auto",) + provenance.PROFILES)
     run.add_argument("--timeout", type=int, default=None, help="seconds per cell")
     refs = sub.add_parser("refs", help="re-make the smoke references that nbval compares")
     refs.add_argument("names", nargs="*")
@@ -167,19 +307,23 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
 
     if args.command == "list":
-        for row in stamps():
-            where = f"{row.get('gpu')} {row.get('date')}" if row["status"] == "executed" else row["status"]
-            print(f"{row['chapter']:32s} {where}")
+        for name in chapters():
+            info = run_info(name)
+            where = (f"{machine(info['stamp'])} {info['stamp'].get('date')}" if info["status"] == "executed"
+                     else info["status"])
+            print(f"{name:32s} {info['requires']:7s} {where}")
     elif args.command == "run":
-        failed = []
+        failed, wrote_book = [], False
         for name in resolve_names(args.names):
-            print(f"[pipeline] {name} ({report.resolve_profile(args.profile)})", flush=True)
+            profile = _resolve(name, args.profile)
+            print(f"[pipeline] {name} ({profile})", flush=True)
             try:
-                print(f"[pipeline] wrote {execute(name, args.profile, timeout_s=args.timeout)}", flush=True)
+                print(f"[pipeline] wrote {execute(name, profile, timeout_s=args.timeout)}", flush=True)
+                wrote_book |= profile == "full"
             except Exception as exc:  # one failing chapter must not stop the others
                 print(f"[pipeline] {name} FAILED: {exc}", file=sys.stderr, flush=True)
                 failed.append(name)
-        if report.resolve_profile(args.profile) == "full":
+        if wrote_book:
             write_status()
         if failed:
             raise SystemExit(f"failed: {', '.join(failed)}")

@@ -1,90 +1,18 @@
-"""What every chapter needs around its computation: the profile, the provenance stamp, glued numbers.
+"""What a chapter shows: tables, glued numbers and words, raw-data files with their download links.
 
-A chapter starts with::
+The display layer of the chapters; it computes nothing. Prose lives in the chapters' Markdown cells and
+takes its numbers and its measurement-dependent words from the computation through glue::
 
-    from systems import report
-    profile = report.resolve_profile(profile)   # "auto" -> "full" on a GPU, "smoke" elsewhere
-    report.show_provenance(profile)
-
-and puts numbers into its prose with ``report.glue("name", value)`` and ``{glue:text}`\\`name\\``` in
-markdown, so that the text and the tables come from the same run.
+    report.glue("e2e_small_fwd_ms", report.fmt(ms))             # {glue:text}`e2e_small_fwd_ms` in Markdown
+    report.glue("e2e_faster", report.pick(ms < other, "faster", "slower"))
+    report.table(df)                                            # an HTML table in the book
+    report.save_table(df, data_dir, "forward_backward")         # CSV beside the chapter, linked from the page
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import os
-import platform
-import subprocess
 from pathlib import Path
 from typing import Any
-
-import torch
-
-PROFILES = ("smoke", "full")
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def resolve_profile(profile: str = "auto") -> str:
-    """``smoke`` (tiny, CPU, seconds) or ``full`` (the handout's sizes, GPU); ``auto`` picks by hardware."""
-    if profile == "auto":
-        return "full" if torch.cuda.is_available() else "smoke"
-    if profile not in PROFILES:
-        raise ValueError(f"unknown profile {profile!r}; choose one of {PROFILES + ('auto',)}")
-    return profile
-
-
-def device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def git_commit() -> str:
-    """The commit the code came from; ``SYSTEMS_GIT_COMMIT`` names it where the tree has no .git."""
-    if os.environ.get("SYSTEMS_GIT_COMMIT"):
-        return os.environ["SYSTEMS_GIT_COMMIT"]
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-        )
-        return out.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
-def provenance(profile: str | None = None) -> dict[str, Any]:
-    """Machine, software and code that produced a result: stamped on every chapter and JSON file."""
-    try:
-        import triton
-
-        triton_version = triton.__version__
-    except ImportError:
-        triton_version = "not installed"
-    n_gpus = torch.cuda.device_count()
-    return {
-        "profile": profile,
-        "gpu": torch.cuda.get_device_name(0) if n_gpus else "none (CPU)",
-        "gpu_count": n_gpus,
-        "cpu": platform.processor() or platform.machine(),
-        "torch": torch.__version__,
-        "triton": triton_version,
-        "cuda": torch.version.cuda or "none",
-        "python": platform.python_version(),
-        "commit": git_commit(),
-        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-    }
-
-
-def show_provenance(profile: str) -> dict[str, Any]:
-    """Display the stamp as a table in the notebook and store it in the notebook's metadata output."""
-    from IPython.display import Markdown, display
-
-    stamp = provenance(profile)
-    rows = "\n".join(f"| {k} | {v} |" for k, v in stamp.items())
-    display(
-        Markdown(f"| run | |\n|---|---|\n{rows}"),
-        metadata={"systems_provenance": stamp},
-    )
-    return stamp
 
 
 def glue(name: str, value: Any, display: bool = False) -> None:
@@ -107,14 +35,32 @@ def fmt(x: float, digits: int = 3) -> str:
     return f"{x:.{digits}g}"
 
 
-def save_table(df, data_dir: str | Path | None, name: str) -> Path | None:
-    """Write a result table as ``data_dir/name.csv`` (committed beside the executed chapter); no-op without a dir."""
+def pick(condition: bool, yes: str, no: str) -> str:
+    """The word a measurement decides ("faster" or "slower"): glue it, never write it into the prose."""
+    return yes if condition else no
+
+
+def times(ratio: float, above: str = "slower", below: str = "faster", digits: int = 3) -> str:
+    """A time ratio (ours / theirs) in words: "1.43× slower" above 1, "2.1× faster" (1/ratio) below it."""
+    if ratio >= 1:
+        return f"{fmt(ratio, digits)}× {above}"
+    return f"{fmt(1 / ratio, digits)}× {below}"
+
+
+def save_table(df, data_dir: str | Path | None, name: str, show_link: bool = True) -> Path | None:
+    """Write ``data_dir/name.csv`` (committed beside the executed chapter) and show a download link to it.
+
+    ``data_dir`` is relative to the chapter (the pipeline runs chapters in their own folder), so the link
+    works in the book. No-op without a dir (interactive and reference runs).
+    """
     if data_dir is None:
         return None
-    path = Path(data_dir)
-    path.mkdir(parents=True, exist_ok=True)
-    df.to_csv(path / f"{name}.csv", index=False)
-    return path / f"{name}.csv"
+    path = Path(data_dir) / f"{name}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(path, index=False)
+    if show_link:
+        md(f"Raw data: {{download}}`{path.name} <{path.as_posix()}>` ({len(df)} rows).")
+    return path
 
 
 def markdown_table(df, floatfmt: str = ".2f", index: bool = False) -> str:
@@ -133,14 +79,13 @@ def markdown_table(df, floatfmt: str = ".2f", index: bool = False) -> str:
 # Both display at once rather than return a displayable: a returned object shows only as the last
 # expression of a cell, so inside an `if` or before more code it would vanish from the book unnoticed.
 def table(df, floatfmt: str = ".2f", index: bool = False) -> None:
-    """Show a DataFrame as a Markdown table (renders the same in Jupyter and in the book)."""
-    from IPython.display import Markdown, display
-
-    display(Markdown(markdown_table(df, floatfmt, index)))
+    """Show a DataFrame as a table: Markdown, which the book renders as an HTML table (MyST format)."""
+    md(markdown_table(df, floatfmt, index))
 
 
 def md(text: str) -> None:
-    """Show prose whose wording depends on the numbers (an f-string) as Markdown."""
+    """Show Markdown (a table, a link, a note about the machine); prose belongs in Markdown cells."""
     from IPython.display import Markdown, display
 
     display(Markdown(text))
+

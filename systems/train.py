@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import os
 import statistics
 import sys
-import timeit
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,58 +32,56 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from systems import dist as sdist
-from systems.bench.timing import synchronize
+from systems.attention import available as attention_names
+from systems.cli import HelpFormatter, add_arguments, dump_json, option, parse
 from systems.data import TokenData
-from systems.model import ModelConfig, TransformerLM, parameter_count, preset
+from systems.device import local_device, timed
+from systems.model import PRESETS, ModelConfig, TransformerLM, parameter_count, preset
 from systems.zero import ShardedOptimizer
 
 WRAPPERS = ("none", "torch", "naive", "flat", "overlap", "bucketed")
 MODEL_FIELDS = ("d_model", "num_layers", "num_heads", "d_ff")
 
 
-def _opt(help: str, **kw) -> Any:
-    return field(metadata={"help": help}, **kw)
-
-
 @dataclass
 class TrainConfig:
     # model
-    size: str = _opt("model preset of §1.1.2 (small, medium, large, xl, 2.7B)", default="small")
-    d_model: int | None = _opt("override the preset's d_model", default=None)
-    num_layers: int | None = _opt("override the preset's number of layers", default=None)
-    num_heads: int | None = _opt("override the preset's number of heads", default=None)
-    d_ff: int | None = _opt("override the preset's feed-forward width", default=None)
-    context_length: int = _opt("tokens per sequence", default=128)
-    vocab_size: int = _opt("vocabulary size (byte-level text uses ids 0..255)", default=10_000)
-    attention: str = _opt("attention implementation (systems.attention: naive, sdpa, flash_pytorch, flash_triton)",
-                          default="sdpa")
+    size: str = option("model preset (systems.model.PRESETS)", default="small", choices=PRESETS)
+    d_model: int | None = option("override the preset's d_model", default=None)
+    num_layers: int | None = option("override the preset's number of layers", default=None)
+    num_heads: int | None = option("override the preset's number of heads", default=None)
+    d_ff: int | None = option("override the preset's feed-forward width", default=None)
+    context_length: int = option("tokens per sequence", default=128)
+    vocab_size: int = option("vocabulary size (byte-level text uses ids 0..255)", default=10_000)
+    attention: str = option("attention implementation (systems.attention)", default="sdpa",
+                            choices=attention_names())
     # parallelism and precision
-    wrapper: str = _opt(f"data-parallel wrapper: {', '.join(WRAPPERS)}", default="none")
-    bucket_size_mb: float = _opt("bucket size of the bucketed and torch wrappers (MiB)", default=25.0)
-    zero1: bool = _opt("shard the optimizer state over the ranks (ZeRO stage 1)", default=False)
-    bf16: bool = _opt("bf16 autocast for forward and loss (weights and optimizer stay fp32)", default=False)
+    wrapper: str = option("data-parallel wrapper", default="none", choices=WRAPPERS)
+    bucket_size_mb: float = option("bucket size of the bucketed and torch wrappers (MiB)", default=25.0)
+    zero1: bool = option("shard the optimizer state over the ranks (ZeRO stage 1)", default=False)
+    bf16: bool = option("bf16 autocast for forward and loss (weights and optimizer stay fp32)", default=False)
     # optimisation
-    global_batch_size: int = _opt("sequences per optimizer step, over all ranks and micro-batches", default=8)
-    grad_accum: int = _opt("micro-batches per step on each rank", default=1)
-    max_steps: int = _opt("optimizer steps in total (a resumed run continues to this)", default=100)
-    lr: float = _opt("peak learning rate", default=3e-4)
-    min_lr: float = _opt("learning rate at the end of the cosine decay", default=3e-5)
-    warmup_steps: int = _opt("linear warm-up steps", default=10)
-    beta1: float = _opt("AdamW beta1", default=0.9)
-    beta2: float = _opt("AdamW beta2", default=0.95)
-    eps: float = _opt("AdamW epsilon", default=1e-8)
-    weight_decay: float = _opt("AdamW decoupled weight decay", default=0.1)
-    grad_clip: float = _opt("clip the global gradient norm to this (0: off)", default=1.0)
+    global_batch_size: int = option("sequences per optimizer step, over all ranks and micro-batches", default=8)
+    grad_accum: int = option("micro-batches per step on each rank", default=1)
+    max_steps: int = option("optimizer steps in total (a resumed run continues to this)", default=100)
+    lr: float = option("peak learning rate", default=3e-4)
+    min_lr: float = option("learning rate at the end of the cosine decay", default=3e-5)
+    warmup_steps: int = option("linear warm-up steps", default=10)
+    beta1: float = option("AdamW beta1", default=0.9)
+    beta2: float = option("AdamW beta2", default=0.95)
+    eps: float = option("AdamW epsilon", default=1e-8)
+    weight_decay: float = option("AdamW decoupled weight decay", default=0.1)
+    grad_clip: float = option("clip the global gradient norm to this (0: off)", default=1.0)
     # data, checkpoints, logs
-    data: str = _opt('"random" (seeded tokens) or a path to a text file, read as bytes', default="random")
-    seed: int = _opt("seed of the initial weights and of the data", default=0)
-    checkpoint_dir: str | None = _opt("write checkpoints here", default=None)
-    checkpoint_every: int = _opt("checkpoint every N steps (0: only at the end); needs --checkpoint-dir",
+    data: str = option('"random" (seeded tokens) or a path to a text file, read as bytes', default="random")
+    seed: int = option("seed of the initial weights and of the data", default=0)
+    checkpoint_dir: str | None = option("write checkpoints here", default=None)
+    checkpoint_every: int = option("checkpoint every N steps (0: only at the end); needs --checkpoint-dir",
                                  default=0)
-    resume: str | None = _opt("continue from this checkpoint file", default=None)
-    log_file: str | None = _opt("append one JSON line per step here (rank 0)", default=None)
-    progress: bool = _opt("show a progress bar on rank 0", default=True)
-    device: str | None = _opt("force a device (default: this rank's GPU, else the CPU)", default=None)
+    resume: str | None = option("continue from this checkpoint file", default=None)
+    log_file: str | None = option("append one JSON line per step here (rank 0)", default=None)
+    progress: bool = option("show a progress bar on rank 0", default=True)
+    device: str | None = option("force a device, e.g. cpu (None: this rank's GPU, else the CPU)", default=None)
 
     def __post_init__(self) -> None:
         if self.wrapper not in WRAPPERS:
@@ -190,8 +186,20 @@ class _Run:
         lr = lr_at(cfg, step)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        synchronize(self.device)
-        start = timeit.default_timer()
+        with timed(self.device) as elapsed:
+            loss, grad_norm = self._update(step)
+        tokens = cfg.global_batch_size * cfg.context_length
+        return {
+            "step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm,
+            "tokens": tokens * (step + 1), "step_ms": elapsed.ms, "tokens_per_s": tokens / (elapsed.ms / 1e3),
+            "peak_memory_mb": (torch.cuda.max_memory_allocated(self.device) / 2**20
+                               if self.device.type == "cuda" else math.nan),
+        }
+
+    def _update(self, step: int) -> tuple[float, float]:
+        """Forward and backward over this rank's micro-batches, gradient sync, clip, optimizer step: the
+        global batch's loss and the gradient norm before clipping."""
+        cfg = self.cfg
         x, y = self.data.local_batch(step, cfg.global_batch_size, cfg.context_length, self.rank, self.world)
         x, y = x.to(self.device), y.to(self.device)
         micro = x.shape[0] // cfg.grad_accum
@@ -215,16 +223,7 @@ class _Run:
         if self.world > 1:  # the logged loss is the global batch's, as in a single process
             dist.all_reduce(loss_sum)
             loss_sum /= self.world
-        loss_value = loss_sum.item()  # also waits for this step's work
-        synchronize(self.device)
-        seconds = timeit.default_timer() - start
-        tokens = cfg.global_batch_size * cfg.context_length
-        return {
-            "step": step, "loss": loss_value, "lr": lr, "grad_norm": float(grad_norm),
-            "tokens": tokens * (step + 1), "step_ms": seconds * 1e3, "tokens_per_s": tokens / seconds,
-            "peak_memory_mb": (torch.cuda.max_memory_allocated(self.device) / 2**20
-                               if self.device.type == "cuda" else math.nan),
-        }
+        return loss_sum.item(), float(grad_norm)
 
     def save(self, done: int) -> Path:
         """Write ``step_{done}.pt`` (rank 0); every rank takes part, since a sharded state is gathered first."""
@@ -249,18 +248,11 @@ class _Run:
     def _log(self, record: dict[str, Any]) -> None:
         if self.cfg.log_file and self.rank == 0:
             with open(self.cfg.log_file, "a") as f:
-                f.write(json.dumps(record) + "\n")
+                f.write(dump_json(record) + "\n")
 
 
 def _device(cfg: TrainConfig) -> torch.device:
-    if cfg.device:
-        return torch.device(cfg.device)
-    if dist.is_initialized():
-        # gloo ranks compute on the CPU even on a GPU machine; nccl ranks own one GPU each
-        if dist.get_backend() == "nccl":
-            return torch.device("cuda", torch.cuda.current_device())
-        return torch.device("cpu")
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(cfg.device) if cfg.device else local_device()
 
 
 def _load(path: str, model_cfg: ModelConfig) -> dict[str, Any]:
@@ -288,24 +280,13 @@ def summarize(records: list[dict[str, Any]], skip: int = 2) -> dict[str, float]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m systems.train", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    for f in fields(TrainConfig):
-        flag = "--" + f.name.replace("_", "-")
-        if f.type in ("bool", bool):
-            # --progress is on by default, so it is turned off; the other switches are turned on
-            name = flag if not f.default else "--no-" + f.name.replace("_", "-")
-            p.add_argument(name, dest=f.name, action="store_false" if f.default else "store_true",
-                           help=f.metadata["help"])
-        else:
-            kind = {"int": int, "float": float}.get(str(f.type).split(" |")[0], str)
-            choices = WRAPPERS if f.name == "wrapper" else None
-            p.add_argument(flag, type=kind, default=f.default, choices=choices, help=f.metadata["help"])
+    p = argparse.ArgumentParser(prog="python -m systems.train", description=__doc__, formatter_class=HelpFormatter)
+    add_arguments(p, TrainConfig)
     return p
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
-    cfg = TrainConfig(**vars(_parser().parse_args(argv)))
+    cfg, _ = parse(_parser(), TrainConfig, argv)
     records = train(cfg)
     if records and int(os.environ.get("RANK", 0)) == 0:
         s = summarize(records)

@@ -8,7 +8,8 @@ import torch
 
 from systems.bench import e2e
 from systems.bench.e2e import SMOKE_MODEL, BenchConfig, benchmark, sweep
-from systems.bench.timing import OOM, run_or_oom, time_steps
+from systems.bench.timing import time_steps
+from systems.device import OOM, run_or_oom
 
 
 def tiny(**kw) -> BenchConfig:

@@ -5,19 +5,19 @@ import pandas as pd
 import pytest
 import torch
 
-from systems import pipeline, report
+from systems import pipeline, provenance, report
 
 
 def test_auto_profile_follows_the_hardware():
-    assert report.resolve_profile("auto") == ("full" if torch.cuda.is_available() else "smoke")
-    assert report.resolve_profile("smoke") == "smoke"
+    assert provenance.resolve_profile("auto") == ("full" if torch.cuda.is_available() else "smoke")
+    assert provenance.resolve_profile("smoke") == "smoke"
     with pytest.raises(ValueError, match="unknown profile"):
-        report.resolve_profile("fast")
+        provenance.resolve_profile("fast")
 
 
 def test_provenance_names_machine_software_and_commit(monkeypatch):
     monkeypatch.setenv("SYSTEMS_GIT_COMMIT", "abc123")
-    stamp = report.provenance("smoke")
+    stamp = provenance.stamp("smoke")
     assert stamp["commit"] == "abc123" and stamp["profile"] == "smoke"
     assert stamp["torch"] == torch.__version__
     assert {"gpu", "gpu_count", "triton", "cuda", "date"} <= set(stamp)
@@ -59,7 +59,10 @@ def test_smoke_execution_stamps_and_leaves_the_book_alone(tmp_path, monkeypatch)
     nb = nbformat.read(out, as_version=4)
     assert nb.metadata["systems"]["profile"] == "smoke"
     printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
-    assert f"smoke {smoke / 'data' / '00_probe'}" in printed
+    assert "smoke data/00_probe" in printed  # relative to the folder the chapter ran in
+    assert str(tmp_path) not in out.read_text(), "the executed notebook holds a path of this machine"
+    injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert injected and "remove-cell" in injected[0].metadata.tags
     glued = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
              if o.get("metadata", {}).get("scrapbook", {}).get("name") == "probe_value"]
     assert glued and glued[0]["data"]["application/papermill.record/text/plain"] == "42"
@@ -114,3 +117,64 @@ def test_an_edited_source_is_noticed():
     markdown = next(c for c in nb.cells if c.cell_type == "markdown")
     markdown.source += " An edit."
     assert not pipeline.matches_source("01_end_to_end", nb)
+
+
+def _chapter(folder, name, header=""):
+    (folder / f"{name}.py").write_text(
+        (f"# ---\n# jupyter:\n#   systems:\n{header}# ---\n\n" if header else "")
+        + '# %% tags=["parameters"]\nprofile = "auto"\ndata_dir = None\n'
+    )
+
+
+def test_chapters_run_after_the_chapters_whose_data_they_read(tmp_path, monkeypatch):
+    monkeypatch.setattr(pipeline, "NOTEBOOKS", tmp_path)
+    _chapter(tmp_path, "01_source")
+    _chapter(tmp_path, "02_model", "#     depends_on: [03_sweep]\n")
+    _chapter(tmp_path, "03_sweep", "#     depends_on: [01_source]\n")
+    _chapter(tmp_path, "04_analysis", "#     requires: cpu\n")
+    assert pipeline.resolve_names(["02", "03", "01"]) == ["01_source", "03_sweep", "02_model"]
+    assert pipeline.resolve_names([]) == ["01_source", "03_sweep", "02_model", "04_analysis"]
+    assert pipeline.needs("04_analysis") == pipeline.Needs("cpu", ())
+    assert pipeline._resolve("04_analysis", "auto") == "full"  # an analysis is a book run on any machine
+    _chapter(tmp_path, "05_loop", "#     depends_on: [05_loop]\n")
+    with pytest.raises(SystemExit, match="cycle"):
+        pipeline.resolve_names(["05"])
+    _chapter(tmp_path, "06_bad", "#     requires: tpu\n")
+    with pytest.raises(ValueError, match="requires must be one of"):
+        pipeline.needs("06_bad")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
+def test_auto_runs_a_gpu_chapter_as_smoke_without_a_gpu(tmp_path, monkeypatch):
+    monkeypatch.setattr(pipeline, "NOTEBOOKS", tmp_path)
+    _chapter(tmp_path, "01_gpu")
+    assert pipeline._resolve("01_gpu", "auto") == "smoke"
+
+
+def _info(**overrides):
+    stamp = {"gpu": "NVIDIA H100 80GB HBM3", "gpu_count": 1, "commit": "abc123def456", "date": "2026-11-23 15:20 UTC",
+             "torch": "2.11.0", "triton": "3.6.0"}
+    base = {"chapter": "07_x", "requires": "gpu", "status": "executed", "stamp": stamp, "commit_known": True,
+            "base_commit": "abc123def456", "source_changed": False, "changed_by": [], "note": None}
+    return base | overrides
+
+
+def test_the_provenance_line_says_machine_date_commit_and_whether_the_source_moved_on():
+    line = pipeline.provenance_line(_info())
+    assert line.startswith("Executed on 1 × NVIDIA H100 80GB HBM3 on 2026-11-23 from commit `abc123def456`")
+    assert line.endswith("The chapter's source has not changed since.")
+    changed = pipeline.provenance_line(_info(source_changed=True, changed_by=["f00dcafe1234 Chapter 07: prose"]))
+    assert changed.endswith("has changed since (in `f00dcafe1234`): this page shows the run as it was.")
+    lost = pipeline.provenance_line(_info(commit_known=False, base_commit=None))
+    assert "`abc123def456`" not in lost and "abc123def456 (of an earlier history, not in this repository)" in lost
+    analysis = pipeline.provenance_line(_info(requires="cpu", stamp=_info()["stamp"] | {"gpu_count": 0, "cpu": "x86_64",
+                                                                                       "cpu_count": 2}))
+    assert analysis.startswith("Analysis (needs no GPU), computed on CPU (x86_64, 2 cores)")
+
+
+def test_every_commit_the_book_names_is_in_this_history():
+    for name in pipeline.chapters():
+        info = pipeline.run_info(name)
+        if info["status"] == "executed":
+            assert info["commit_known"] is not False or info["base_commit"], (
+                f"{name} names commit {info['stamp'].get('commit')}, which is not in this repository: run it again")

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from systems.bench.e2e import SMOKE_MODEL
+from systems import device
 from systems.profiling import memory, nsys, target
 
 matplotlib.use("Agg")
@@ -232,7 +233,7 @@ def test_residual_stream_size():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU fallback")
 def test_record_memory_is_a_noop_without_cuda(tmp_path):
     with pytest.warns(UserWarning, match="no CUDA"):
-        with memory.record_memory(tmp_path / "s.pickle"):
+        with device.record_memory(tmp_path / "s.pickle"):
             pass
     assert not (tmp_path / "s.pickle").exists()
 

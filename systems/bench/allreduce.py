@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import timeit
 
 import pandas as pd
 import torch
 import torch.distributed as dist
 
-from systems.bench.timing import synchronize
+from systems.device import local_device, timed
 from systems.dist import launch
 
 MIB = 2**20
@@ -42,17 +41,15 @@ def time_all_reduce(nbytes: int, warmup: int, iters: int, device: torch.device) 
     times = []
     for _ in range(iters):
         dist.barrier()
-        synchronize(device)
-        start = timeit.default_timer()
-        dist.all_reduce(x)
-        synchronize(device)
-        times.append((timeit.default_timer() - start) * 1e3)
+        with timed(device) as elapsed:
+            dist.all_reduce(x)
+        times.append(elapsed.ms)
         x.div_(n)
     return times
 
 
 def _worker(rank: int, world: int, sizes_mb: list[float], warmup: int, iters: int) -> list[dict]:
-    device = torch.device("cuda", rank) if dist.get_backend() == "nccl" else torch.device("cpu")
+    device = local_device()
     rows = []
     for mb in sizes_mb:
         times = time_all_reduce(int(mb * MIB), warmup, iters, device)

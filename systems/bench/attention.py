@@ -13,7 +13,6 @@ accounting on paper, to explain the measured numbers and the first size that doe
 from __future__ import annotations
 
 import argparse
-import timeit
 from itertools import product
 
 import pandas as pd
@@ -21,7 +20,8 @@ import torch
 from tqdm.auto import tqdm
 
 from systems.attention.reference import naive_attention
-from systems.bench.timing import OOM, free_memory, run_or_oom, summarize, synchronize, time_steps
+from systems.bench.timing import summarize, time_steps
+from systems.device import OOM, free_memory, run_or_oom, synchronize, timed
 
 HEAD_DIMS = (16, 32, 64, 128)
 SEQ_LENS = (256, 1024, 4096, 8192, 16384)
@@ -55,11 +55,10 @@ def _time_backward(q, k, v, fn, *, warmup: int, steps: int, device) -> tuple[flo
         out = fn(q, k, v)
         synchronize(device)
         mem = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
-        start = timeit.default_timer()
-        out.backward(do)
-        synchronize(device)
+        with timed(device, sync_start=False) as elapsed:  # synchronised just above, before reading the memory
+            out.backward(do)
         if i >= warmup:
-            times.append((timeit.default_timer() - start) * 1e3)
+            times.append(elapsed.ms)
         q.grad = k.grad = v.grad = None
         del out
     return summarize(times, warmup).mean_ms, mem / 2**20

@@ -23,7 +23,6 @@ import os
 import re
 import statistics
 import tempfile
-import timeit
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -32,7 +31,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from systems.bench.timing import OOM, free_memory, run_or_oom, synchronize
+from systems.device import OOM, free_memory, local_device, run_or_oom, synchronize, timed
 from systems.ddp import wrap
 from systems.dist import launch
 from systems.model import TransformerLM, parameter_count, preset
@@ -91,23 +90,17 @@ def _measure(cfg: DDPBenchConfig, variant: str, options: dict, device: torch.dev
     trainer.model.comm_ms.clear()
     step_ms = []
     for _ in range(cfg.steps):
-        synchronize(device)
-        start = timeit.default_timer()
-        trainer.step()
-        synchronize(device)
-        step_ms.append((timeit.default_timer() - start) * 1e3)
+        with timed(device) as elapsed:
+            trainer.step()
+        step_ms.append(elapsed.ms)
     out = {"params": trainer.n_params, "step_times_ms": step_ms, "comm_times_ms": list(trainer.model.comm_ms)}
     if device.type == "cuda":
         out["peak_memory_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
     return out
 
 
-def _device() -> torch.device:
-    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
-
-
 def _bench_worker(rank: int, world: int, cfg: DDPBenchConfig, runs: list[tuple[str, dict]]) -> list[dict]:
-    device = _device()
+    device = local_device()
     rows = []
     for variant, options in runs:
         result = run_or_oom(lambda: _measure(cfg, variant, options, device))
@@ -191,7 +184,7 @@ def overlap_ms(df: pd.DataFrame) -> float:
 def _trace_worker(rank: int, world: int, cfg: DDPBenchConfig, runs: list[tuple[str, dict]]) -> list[dict]:
     from torch.profiler import ProfilerActivity, profile
 
-    device = _device()
+    device = local_device()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     rows = []
     for variant, options in runs:

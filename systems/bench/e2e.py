@@ -14,7 +14,6 @@ import argparse
 import contextlib
 import json
 import sys
-import timeit
 from dataclasses import asdict, dataclass, field, replace
 from itertools import product
 from typing import Any
@@ -25,10 +24,11 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from systems import nvtx
-from systems.bench.timing import OOM, free_memory, run_or_oom, summarize, synchronize
+from systems.bench.timing import summarize
+from systems.device import OOM, free_memory, record_memory, run_or_oom, timed
 from systems.model import TransformerLM, parameter_count, preset
 from systems.nvtx import annotate
-from systems.report import provenance
+from systems.provenance import stamp
 
 MODES = ("forward", "forward_backward", "train")
 # A model small enough for the CPU smoke profile: same code paths, seconds instead of minutes.
@@ -89,12 +89,10 @@ class _Step:
         self.phases: dict[str, list[float]] = {"forward": [], "backward": [], "optimizer": []}
 
     def _timed(self, phase: str, fn):
-        synchronize(self.device)
-        start = timeit.default_timer()
-        with annotate(phase):  # the range closes after the sync, so its CPU span is the timed interval
+        # the range closes after the sync, so its CPU span is the timed interval
+        with timed(self.device) as elapsed, annotate(phase):
             out = fn()
-            synchronize(self.device)
-        self.phases[phase].append((timeit.default_timer() - start) * 1e3)
+        self.phases[phase].append(elapsed.ms)
         return out
 
     def __call__(self) -> None:
@@ -121,24 +119,20 @@ def _measure(cfg: BenchConfig, device: torch.device) -> dict[str, Any]:
     warmup_ms = []  # kept: the first steps carry one-time costs (compilation, CUDA context, allocator)
     with annotate("warmup"):
         for _ in range(cfg.warmup):
-            start = timeit.default_timer()
-            step()
-            warmup_ms.append((timeit.default_timer() - start) * 1e3)
+            with timed(device) as elapsed:
+                step()
+            warmup_ms.append(elapsed.ms)
     for times in step.phases.values():
         times.clear()
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    snapshot = contextlib.nullcontext()
-    if cfg.memory_snapshot:
-        from systems.profiling.memory import record_memory
-
-        snapshot = record_memory(cfg.memory_snapshot)
+    snapshot = record_memory(cfg.memory_snapshot) if cfg.memory_snapshot else contextlib.nullcontext()
     with snapshot, annotate("measured"):
         totals = []
         for _ in range(cfg.steps):
-            start = timeit.default_timer()
-            step()
-            totals.append((timeit.default_timer() - start) * 1e3)
+            with timed(device) as elapsed:
+                step()
+            totals.append(elapsed.ms)
     row: dict[str, Any] = {"status": "ok", "params": step.n_params, "warmup_times_ms": warmup_ms}
     total = summarize(totals, cfg.warmup)
     row.update(step_ms=total.mean_ms, step_std_ms=total.std_ms, step_times_ms=total.times_ms)
@@ -213,7 +207,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     print(df[cols].to_string(index=False))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"provenance": provenance(), "results": df.to_dict(orient="records")}, f, indent=1)
+            json.dump({"provenance": stamp(), "results": df.to_dict(orient="records")}, f, indent=1)
     return df
 
 

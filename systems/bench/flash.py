@@ -42,7 +42,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from tqdm.auto import tqdm
 
 from systems.attention.reference import naive_attention
-from systems.bench.timing import OOM, free_memory, is_oom, synchronize, time_steps
+from systems.bench.timing import time_steps
+from systems.device import OOM, free_memory, is_oom, synchronize
 
 UNSUPPORTED = "unsupported"
 NOT_RUN = "not run"

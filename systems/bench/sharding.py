@@ -21,9 +21,7 @@ is the bytes of live parameters, gradients and optimizer state, since there is n
 
 from __future__ import annotations
 
-import gc
 import statistics
-import timeit
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +29,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from systems.bench.timing import synchronize
+from systems.device import free_memory, synchronize, timed
 from systems.ddp import wrap
 from systems.model import TransformerLM, parameter_count, preset
 from systems.zero import ShardedOptimizer, state_bytes
@@ -150,23 +148,17 @@ def _measure_one(name: str, cfg: ShardingConfig, device: torch.device, rank: int
 
     step_ms, opt_ms = [], []
     for i in range(cfg.warmup + cfg.steps):
-        synchronize(device)
-        start = timeit.default_timer()
-        backward()
-        synchronize(device)
-        mid = timeit.default_timer()
-        optimizer_step()
-        synchronize(device)
-        end = timeit.default_timer()
+        with timed(device) as whole:
+            backward()
+            with timed(device) as update:
+                optimizer_step()
         if i >= cfg.warmup:
-            step_ms.append((end - start) * 1e3)
-            opt_ms.append((end - mid) * 1e3)
+            step_ms.append(whole.ms)
+            opt_ms.append(update.ms)
     row.update(step_ms=statistics.fmean(step_ms), step_std_ms=statistics.pstdev(step_ms),
                optimizer_ms=statistics.fmean(opt_ms), optimizer_std_ms=statistics.pstdev(opt_ms))
     del model, ddp, optimizer, x, y
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
+    free_memory()
     return row
 
 

@@ -1,27 +1,20 @@
-"""Wall-clock timing of device work, done properly, and out-of-memory as a result.
+"""Statistics of timed device work: warm-up, repetitions, and the summary every benchmark reports.
 
-``time_steps`` runs ``warmup`` untimed calls, then ``steps`` timed ones, synchronising the device before
-and after each so that the clock measures the GPU work and not only the kernel launches (CUDA calls
-return as soon as the work is queued). ``timeit.default_timer`` is the clock, as the handout asks.
+``time_steps`` runs ``warmup`` untimed calls, then ``steps`` timed ones, each through
+:func:`systems.device.timed` (the device synchronised before and after, so the clock measures the GPU
+work and not only the kernel launches). ``summarize`` turns a list of times into the :class:`Timing`
+the tables show.
 """
 
 from __future__ import annotations
 
-import gc
 import statistics
-import timeit
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 import torch
 
-OOM = "OOM"
-
-
-def synchronize(device: torch.device | str | None = None) -> None:
-    device = torch.device(device) if device is not None else None
-    if torch.cuda.is_available() and (device is None or device.type == "cuda"):
-        torch.cuda.synchronize(device)
+from systems.device import synchronize, timed
 
 
 @dataclass
@@ -67,35 +60,7 @@ def time_steps(
     synchronize(device)
     times = []
     for _ in range(steps):
-        start = timeit.default_timer()
-        step()
-        synchronize(device)
-        times.append((timeit.default_timer() - start) * 1e3)
+        with timed(device) as t:
+            step()
+        times.append(t.ms)
     return summarize(times, warmup)
-
-
-def is_oom(exc: BaseException) -> bool:
-    if isinstance(exc, torch.OutOfMemoryError):
-        return True
-    msg = str(exc)
-    return isinstance(exc, RuntimeError) and ("out of memory" in msg or "can't allocate memory" in msg)
-
-
-def free_memory() -> None:
-    """Return cached blocks after an OOM so the next point of a sweep starts clean."""
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
-
-
-def run_or_oom(fn: Callable[[], Any]) -> Any:
-    """``fn()``, or :data:`OOM` if it ran out of memory (any other error propagates)."""
-    try:
-        return fn()
-    except (torch.OutOfMemoryError, RuntimeError) as exc:
-        if not is_oom(exc):
-            raise
-        del exc
-        free_memory()
-        return OOM

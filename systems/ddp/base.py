@@ -27,7 +27,6 @@ sync_timing=False)`` (bucketed adds ``bucket_size_mb``).
 from __future__ import annotations
 
 import contextlib
-import timeit
 import weakref
 from typing import Iterator
 
@@ -35,7 +34,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-from systems.bench.timing import synchronize
+from systems.device import timed
 
 
 class _Done:
@@ -134,13 +133,11 @@ class DataParallel(nn.Module):
             # Wait for the backward kernels (compute stream only: in-flight collectives keep running), so
             # the clock starts when the gradients are computed and measures only what communication adds.
             torch.cuda.current_stream(self.device).synchronize()
-        start = timeit.default_timer()
-        local_used = self._local_usage()
-        summed = self._synchronize()
-        self._assign(summed, local_used)
-        if self.sync_timing:
-            synchronize(self.device)
-        self.comm_ms.append((timeit.default_timer() - start) * 1e3)
+        with timed(self.device, sync_start=False, sync_end=self.sync_timing) as elapsed:
+            local_used = self._local_usage()
+            summed = self._synchronize()
+            self._assign(summed, local_used)
+        self.comm_ms.append(elapsed.ms)
         self._unsynced = self._accumulated = False
 
     def _synchronize(self) -> dict[int, torch.Tensor]:

@@ -1,8 +1,8 @@
-"""CUDA memory snapshots: record them, and read them the way pytorch.org/memory_viz does (handout §1.1.6).
+"""CUDA memory snapshots read the way pytorch.org/memory_viz does (handout §1.1.6).
 
-``record_memory(path)`` wraps a region in ``torch.cuda.memory._record_memory_history`` and dumps the
-snapshot pickle that https://pytorch.org/memory_viz opens. The readers below turn that pickle into tables
-and a figure, so a chapter can show the "Active Memory Timeline" from data instead of a screenshot:
+:func:`systems.device.record_memory` records a region into the snapshot pickle that
+https://pytorch.org/memory_viz opens. The readers here turn that pickle into tables and a figure, so a
+chapter can show the "Active Memory Timeline" from data instead of a screenshot:
 
     with record_memory("forward.pickle"):
         model(x)
@@ -16,10 +16,7 @@ The end-to-end harness records with ``python -m systems.bench.e2e --memory-snaps
 
 from __future__ import annotations
 
-import contextlib
 import pickle
-import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,26 +26,6 @@ import torch
 MIB = 2**20
 PACKAGE_DIR = str(Path(__file__).resolve().parents[1])  # .../systems, to find this project's frames
 PHASES = ("forward", "backward", "optimizer", "zero_grad")
-
-
-@contextlib.contextmanager
-def record_memory(path: str | Path, max_entries: int = 1_000_000) -> Iterator[None]:
-    """Record every CUDA allocation and free inside the block and dump the snapshot to ``path``.
-
-    Python stacks only: they name the line of model code behind each allocation, which is what §1.1.6(e)
-    asks for, while C++ stacks would multiply the pickle's size and take minutes to symbolise. On a
-    machine without CUDA the block runs unrecorded and no file is written.
-    """
-    if not torch.cuda.is_available():
-        warnings.warn("record_memory: no CUDA device, so there is no CUDA memory to record; no snapshot written")
-        yield
-        return
-    torch.cuda.memory._record_memory_history(max_entries=max_entries, stacks="python")
-    try:
-        yield
-    finally:
-        torch.cuda.memory._dump_snapshot(str(path))
-        torch.cuda.memory._record_memory_history(enabled=None)
 
 
 def load_snapshot(path: str | Path) -> dict[str, Any]:

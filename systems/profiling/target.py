@@ -28,9 +28,9 @@ import pandas as pd
 import torch
 
 from systems.bench.e2e import MODES, BenchConfig, benchmark
-from systems.bench.timing import OOM
+from systems.device import OOM
 from systems.profiling import nsys
-from systems.report import provenance
+from systems.provenance import stamp
 
 OOM_EXIT = 3  # every configuration ran out of memory
 
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = run(points, args.warmup, args.steps, args.batch_size, args.dtype, args.model_overrides)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"provenance": provenance(), "results": rows}, f, indent=1, default=str)
+            json.dump({"provenance": stamp(), "results": rows}, f, indent=1, default=str)
     return OOM_EXIT if all(r["status"] == OOM for r in rows) else 0 if any(r["status"] == "ok" for r in rows) else 1
 
 
