@@ -12,7 +12,7 @@
 # # Optimizer state sharding (ZeRO stage 1)
 #
 # How much memory does sharding AdamW's state over two GPUs save when training the XL model, what does
-# it cost in time per iteration, and how does it differ from stage 1 of the ZeRO paper? (Handout §2.4,
+# it cost in time per iteration, and how does it differ from stage 1 of the ZeRO paper? (2025 handout §3,
 # `optimizer_state_sharding` and `optimizer_state_sharding_accounting`.)
 
 # %% tags=["parameters", "remove-cell"]

@@ -76,14 +76,19 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type, *, sweep: bool = F
                             choices=f.metadata.get("choices"), help=f.metadata["help"])
 
 
-def parse(parser: argparse.ArgumentParser, cls: type, argv: list[str] | None = None, **fixed: Any):
-    """``cls`` from the command line; a value its ``__post_init__`` refuses becomes a usage error (exit 2)."""
-    args = vars(parser.parse_args(argv))
-    names = {f.name for f in dataclasses.fields(cls)}
+def build(parser: argparse.ArgumentParser, cls: type, args: argparse.Namespace, **fixed: Any):
+    """``cls`` from parsed arguments (and ``fixed`` fields, a model say); a value its ``__post_init__``
+    refuses becomes a usage error (one line, exit 2), not a traceback."""
+    names = {f.name for f in dataclasses.fields(cls)} - set(fixed)
     try:
-        return cls(**{k: v for k, v in args.items() if k in names}, **fixed), args
+        return cls(**{k: v for k, v in vars(args).items() if k in names}, **fixed)
     except (TypeError, ValueError) as exc:
         parser.error(str(exc))
+
+
+def parse(parser: argparse.ArgumentParser, cls: type, argv: list[str] | None = None, **fixed: Any):
+    """``cls`` from the command line (see :func:`build`)."""
+    return build(parser, cls, parser.parse_args(argv), **fixed)
 
 
 def to_argv(cfg: Any, *, exclude: Iterable[str] = ()) -> list[str]:

@@ -6,7 +6,10 @@ RMSNorm -> SwiGLU feed-forward -> residual), a final RMSNorm and an untied LM he
 No biases anywhere. The attention kernel is looked up by name in
 :mod:`systems.attention`, so FlashAttention plugs in without touching this file.
 
-The five sizes of the CS336 handout (§1.1.2) are the presets in :data:`PRESETS`::
+The sizes of both editions of the CS336 handout are the presets in :data:`PRESETS`, under one name
+each: the 2025 table (small, medium, large, xl, 2.7B) and the 2026 edition's 10B. The 2026 edition calls
+our ``2.7B`` "xl" (3.4 B parameters with SwiGLU) and drops the 2025 xl; ``preset("xl", edition=2026)``
+reads the names that way. ``tiny`` is the same code at toy size, for CPU smoke runs and tests::
 
     from systems.model import TransformerLM, preset
     model = TransformerLM(preset("small", context_length=256, attention="sdpa"))
@@ -14,13 +17,16 @@ The five sizes of the CS336 handout (§1.1.2) are the presets in :data:`PRESETS`
 
 from __future__ import annotations
 
+import argparse
 import math
 from dataclasses import dataclass, replace
+from itertools import product
 
 import torch
 import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
 
-from systems.attention import get_attention
+from systems.attention import available, get_attention
 from systems.nvtx import annotate
 
 
@@ -34,8 +40,12 @@ class ModelConfig:
     d_ff: int = 3072
     rope_theta: float = 10_000.0
     attention: str = "naive"
+    name: str = "custom"  # the preset it came from, for tables
 
     def __post_init__(self) -> None:
+        for field_ in ("vocab_size", "context_length", "d_model", "num_layers", "num_heads", "d_ff"):
+            if not isinstance(getattr(self, field_), int) or getattr(self, field_) < 1:
+                raise ValueError(f"{field_} must be a positive integer, got {getattr(self, field_)!r}")
         if self.d_model % self.num_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
         if (self.d_model // self.num_heads) % 2:
@@ -46,20 +56,36 @@ class ModelConfig:
         return self.d_model // self.num_heads
 
 
+def _sizes(**table: tuple[int, int, int, int]) -> dict[str, ModelConfig]:
+    return {name: ModelConfig(d_model=d, d_ff=ff, num_layers=layers, num_heads=heads, name=name)
+            for name, (d, ff, layers, heads) in table.items()}
+
+
+# d_model, d_ff, num_layers, num_heads: the 2025 handout's Table 1 (§1.1.2) and the 2026 edition's 10B
 PRESETS: dict[str, ModelConfig] = {
-    "small": ModelConfig(d_model=768, d_ff=3072, num_layers=12, num_heads=12),
-    "medium": ModelConfig(d_model=1024, d_ff=4096, num_layers=24, num_heads=16),
-    "large": ModelConfig(d_model=1280, d_ff=5120, num_layers=36, num_heads=20),
-    "xl": ModelConfig(d_model=1600, d_ff=6400, num_layers=48, num_heads=25),
-    "2.7B": ModelConfig(d_model=2560, d_ff=10240, num_layers=32, num_heads=32),
+    "tiny": ModelConfig(d_model=64, d_ff=128, num_layers=2, num_heads=4, vocab_size=512, name="tiny"),
+    **_sizes(small=(768, 3072, 12, 12), medium=(1024, 4096, 24, 16), large=(1280, 5120, 36, 20),
+             xl=(1600, 6400, 48, 25), **{"2.7B": (2560, 10240, 32, 32), "10B": (4608, 12288, 50, 36)}),
 }
+# The 2026 edition's names for our presets where they differ: its "xl" is our 2.7B; its table has no 2025 xl.
+EDITION_2026 = {"xl": "2.7B"}
+EDITIONS = (2025, 2026)
 
 
-def preset(name: str, **overrides) -> ModelConfig:
-    """A named size of §1.1.2, with any field overridden (``context_length``, ``attention``, ...)."""
-    if name not in PRESETS:
+def preset(name: str, edition: int = 2025, **overrides) -> ModelConfig:
+    """A named size, with any field overridden (``context_length``, ``attention``, ...); ``edition=2026`` reads
+    "xl" as that edition's xl (our 2.7B)."""
+    if edition not in EDITIONS:
+        raise ValueError(f"edition must be one of {EDITIONS}, got {edition!r}")
+    ours = EDITION_2026.get(name, name) if edition == 2026 else name
+    if ours not in PRESETS:
         raise ValueError(f"unknown model size {name!r}; choose one of {sorted(PRESETS)}")
-    return replace(PRESETS[name], **overrides)
+    return replace(PRESETS[ours], **overrides)
+
+
+def resize(cfg: ModelConfig, size: str, edition: int = 2025) -> ModelConfig:
+    """Preset ``size`` with ``cfg``'s run choices (context length, attention kernel)."""
+    return preset(size, edition, context_length=cfg.context_length, attention=cfg.attention)
 
 
 def parameter_count(cfg: ModelConfig) -> int:
@@ -162,9 +188,16 @@ class TransformerBlock(nn.Module):
 
 
 class TransformerLM(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    """``checkpoint_blocks=k`` recomputes activations in the backward pass: each group of k consecutive blocks
+    keeps only its input for the backward and runs its forward again there (``torch.utils.checkpoint``,
+    non-reentrant). Gradients are the same; activation memory falls to the groups' inputs plus one group."""
+
+    def __init__(self, cfg: ModelConfig, checkpoint_blocks: int = 0):
         super().__init__()
+        if checkpoint_blocks < 0:
+            raise ValueError(f"checkpoint_blocks must be >= 0, got {checkpoint_blocks}")
         self.cfg = cfg
+        self.checkpoint_blocks = checkpoint_blocks
         self.token_embeddings = nn.Embedding(cfg.vocab_size, cfg.d_model)
         nn.init.trunc_normal_(self.token_embeddings.weight, std=1.0, a=-3.0, b=3.0)
         self.layers = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.num_layers))
@@ -180,6 +213,52 @@ class TransformerLM(nn.Module):
                 f"sequence length {tokens.shape[1]} exceeds context_length {self.cfg.context_length}"
             )
         x = self.token_embeddings(tokens)  # (B, T, d)
-        for layer in self.layers:
-            x = layer(x)
+        k = self.checkpoint_blocks or len(self.layers)
+        for start in range(0, len(self.layers), k):
+            group = self.layers[start:start + k]
+            if self.checkpoint_blocks and torch.is_grad_enabled():
+                x = checkpoint(_run_blocks, group, x, use_reentrant=False)
+            else:
+                x = _run_blocks(group, x)
         return self.lm_head(self.ln_final(x))
+
+
+def _run_blocks(blocks: nn.ModuleList, x: torch.Tensor) -> torch.Tensor:
+    for block in blocks:
+        x = block(x)
+    return x
+
+
+# ---- the model on the command line (every CLI that builds one) -------------------------------------------
+
+OVERRIDABLE = ("vocab_size", "d_model", "num_layers", "num_heads", "d_ff")
+
+
+def add_model_arguments(parser: argparse.ArgumentParser, *, sweep: bool = False, size: str = "small",
+                        context_length: int = 128, attention: str = "naive") -> None:
+    """``--size``, ``--edition``, ``--context-length``, ``--attention`` and overrides of the preset's fields;
+    with ``sweep``, size, context length and attention take several values."""
+    many = "+" if sweep else None
+    listed = (lambda v: [v]) if sweep else (lambda v: v)
+    g = parser.add_argument_group("model")
+    g.add_argument("--size", nargs=many, default=listed(size), choices=list(PRESETS), help="model preset")
+    g.add_argument("--edition", type=int, default=2025, choices=EDITIONS,
+                   help="the handout whose size names --size uses: 2026 reads xl as our 2.7B")
+    g.add_argument("--context-length", type=int, nargs=many, default=listed(context_length), help="tokens per sequence")
+    g.add_argument("--attention", nargs=many, default=listed(attention), choices=available(),
+                   help="attention implementation (systems.attention)")
+    for name in OVERRIDABLE:
+        g.add_argument("--" + name.replace("_", "-"), type=int, default=None, help=f"override the preset's {name}")
+
+
+def models_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[ModelConfig]:
+    """Every model the arguments of :func:`add_model_arguments` name; a bad combination is a usage error."""
+    as_list = lambda v: v if isinstance(v, list) else [v]  # noqa: E731
+    overrides = {k: getattr(args, k) for k in OVERRIDABLE if getattr(args, k) is not None}
+    try:
+        models = [preset(s, args.edition, context_length=c, attention=a, **overrides)
+                  for s, c, a in product(as_list(args.size), as_list(args.context_length), as_list(args.attention))]
+    except ValueError as exc:
+        parser.error(str(exc))
+    # with its fields overridden a model is no longer the preset it started from
+    return [replace(m, name="custom") for m in models] if overrides else models

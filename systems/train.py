@@ -10,8 +10,14 @@ get the per-step records back. The global batch of each step is the same whateve
 (:mod:`systems.data`), each rank takes its slice and splits it into ``grad_accum`` micro-batches (all
 but the last under ``no_sync()``), and the wrapper averages gradients over the ranks, so a 2-process
 run follows the single-process loss curve. The data-parallel wrappers are :mod:`systems.ddp`; the
-sharded optimizer is :mod:`systems.zero`. A checkpoint holds the model, the optimizer (consolidated
-when sharded, so it resumes at any world size), the step (which is the data position) and the RNG.
+sharded optimizer is :mod:`systems.zero`.
+
+A checkpoint (:mod:`systems.checkpoint`: atomic, checksummed, tensors and plain data only) holds the model,
+the optimizer (consolidated when sharded, so it resumes at any world size), the step (which is the data
+position), the RNG and the run's settings. Resuming refuses a checkpoint whose settings differ from the
+run's in anything that changes the loss curve (the model, data, seed, batch, schedule, optimizer, precision)
+and names the fields, unless ``--resume-anyway``. A loss or gradient norm that is not finite stops the run
+with the step named and a non-zero exit (``--max-bad-steps`` skips that many such steps first).
 """
 
 from __future__ import annotations
@@ -22,44 +28,44 @@ import math
 import os
 import statistics
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch.distributed.elastic.multiprocessing.errors import record
 from tqdm.auto import tqdm
 
+from systems import checkpoint
 from systems import dist as sdist
-from systems.attention import available as attention_names
-from systems.cli import HelpFormatter, add_arguments, dump_json, option, parse
+from systems.bench.flops import model_flops, mfu
+from systems.cli import HelpFormatter, add_arguments, build, dump_json, option
 from systems.data import TokenData
 from systems.device import local_device, timed
-from systems.model import PRESETS, ModelConfig, TransformerLM, parameter_count, preset
+from systems.model import ModelConfig, TransformerLM, add_model_arguments, models_from_args, parameter_count, preset
 from systems.zero import ShardedOptimizer
 
 WRAPPERS = ("none", "torch", "naive", "flat", "overlap", "bucketed")
-MODEL_FIELDS = ("d_model", "num_layers", "num_heads", "d_ff")
+# What a resumed run must share with its checkpoint to continue the same loss curve (the model aside).
+IDENTITY = ("data", "seed", "global_batch_size", "grad_accum", "max_steps", "lr", "min_lr", "warmup_steps",
+            "beta1", "beta2", "eps", "weight_decay", "grad_clip", "bf16")
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss or the gradient norm stopped being finite."""
 
 
 @dataclass
 class TrainConfig:
-    # model
-    size: str = option("model preset (systems.model.PRESETS)", default="small", choices=PRESETS)
-    d_model: int | None = option("override the preset's d_model", default=None)
-    num_layers: int | None = option("override the preset's number of layers", default=None)
-    num_heads: int | None = option("override the preset's number of heads", default=None)
-    d_ff: int | None = option("override the preset's feed-forward width", default=None)
-    context_length: int = option("tokens per sequence", default=128)
-    vocab_size: int = option("vocabulary size (byte-level text uses ids 0..255)", default=10_000)
-    attention: str = option("attention implementation (systems.attention)", default="sdpa",
-                            choices=attention_names())
+    model: ModelConfig = field(default_factory=lambda: preset("small", attention="sdpa"))
     # parallelism and precision
     wrapper: str = option("data-parallel wrapper", default="none", choices=WRAPPERS)
     bucket_size_mb: float = option("bucket size of the bucketed and torch wrappers (MiB)", default=25.0)
     zero1: bool = option("shard the optimizer state over the ranks (ZeRO stage 1)", default=False)
     bf16: bool = option("bf16 autocast for forward and loss (weights and optimizer stay fp32)", default=False)
+    checkpoint_blocks: int = option("recompute activations in groups of this many blocks (0: off)", default=0)
     # optimisation
     global_batch_size: int = option("sequences per optimizer step, over all ranks and micro-batches", default=8)
     grad_accum: int = option("micro-batches per step on each rank", default=1)
@@ -72,13 +78,15 @@ class TrainConfig:
     eps: float = option("AdamW epsilon", default=1e-8)
     weight_decay: float = option("AdamW decoupled weight decay", default=0.1)
     grad_clip: float = option("clip the global gradient norm to this (0: off)", default=1.0)
+    max_bad_steps: int = option("skip up to this many steps whose loss or gradient norm is not finite", default=0)
     # data, checkpoints, logs
     data: str = option('"random" (seeded tokens) or a path to a text file, read as bytes', default="random")
     seed: int = option("seed of the initial weights and of the data", default=0)
     checkpoint_dir: str | None = option("write checkpoints here", default=None)
     checkpoint_every: int = option("checkpoint every N steps (0: only at the end); needs --checkpoint-dir",
-                                 default=0)
+                                   default=0)
     resume: str | None = option("continue from this checkpoint file", default=None)
+    resume_anyway: bool = option("resume even where the run's settings differ from the checkpoint's", default=False)
     log_file: str | None = option("append one JSON line per step here (rank 0)", default=None)
     progress: bool = option("show a progress bar on rank 0", default=True)
     device: str | None = option("force a device, e.g. cpu (None: this rank's GPU, else the CPU)", default=None)
@@ -86,15 +94,14 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.wrapper not in WRAPPERS:
             raise ValueError(f"wrapper must be one of {WRAPPERS}, got {self.wrapper!r}")
-        if self.grad_accum < 1 or self.max_steps < 1 or self.global_batch_size < 1:
-            raise ValueError("grad_accum, max_steps and global_batch_size must be positive")
+        for name in ("grad_accum", "max_steps", "global_batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("max_bad_steps", "checkpoint_every", "checkpoint_blocks", "warmup_steps"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.checkpoint_every and not self.checkpoint_dir:
             raise ValueError("checkpoint_every needs checkpoint_dir")
-
-    def model_config(self) -> ModelConfig:
-        overrides = {k: getattr(self, k) for k in MODEL_FIELDS if getattr(self, k) is not None}
-        return preset(self.size, context_length=self.context_length, vocab_size=self.vocab_size,
-                      attention=self.attention, **overrides)
 
 
 def lr_at(cfg: TrainConfig, step: int) -> float:
@@ -111,11 +118,17 @@ def train(cfg: TrainConfig) -> list[dict[str, Any]]:
     Joins a process group when ``WORLD_SIZE`` is set (torchrun) and none exists, and leaves it at the end;
     inside an existing group (``systems.dist.launch``) it uses that one; otherwise it runs alone.
     """
+    with _process_group():
+        return _Run(cfg).run()
+
+
+@contextlib.contextmanager
+def _process_group():
     joined = "WORLD_SIZE" in os.environ and not dist.is_initialized()
     if joined:
         sdist.setup()
     try:
-        return _Run(cfg).run()
+        yield
     finally:
         if joined:
             sdist.teardown()
@@ -124,6 +137,16 @@ def train(cfg: TrainConfig) -> list[dict[str, Any]]:
 def train_many(rank: int, world_size: int, cfgs: list[TrainConfig]) -> list[list[dict[str, Any]]]:
     """Several runs in one process group, for ``systems.dist.launch`` (one start-up for a whole sweep)."""
     return [train(cfg) for cfg in cfgs]
+
+
+def _writable_folder(path: Path, what: str) -> None:
+    """Create ``path`` if needed; raise before any work if nothing can be written there."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"cannot create the {what} folder {path}: {exc.strerror}") from None
+    if not os.access(path, os.W_OK):
+        raise ValueError(f"cannot write to the {what} folder {path}")
 
 
 class _Run:
@@ -135,13 +158,19 @@ class _Run:
         if cfg.global_batch_size % (self.world * cfg.grad_accum):
             raise ValueError(f"global batch {cfg.global_batch_size} does not split into {self.world} ranks × "
                              f"{cfg.grad_accum} micro-batches")
-        self.device = _device(cfg)
-        model_cfg = cfg.model_config()
-        self.n_params = parameter_count(model_cfg)
+        # everything that can fail on a path fails now, before the first step
+        if cfg.checkpoint_dir:
+            _writable_folder(Path(cfg.checkpoint_dir), "checkpoint")
+        if cfg.log_file:
+            _writable_folder(Path(cfg.log_file).parent, "log")
+        self.data = TokenData.from_spec(cfg.data, cfg.model.vocab_size, cfg.seed)
+        ckpt = self._checkpoint() if cfg.resume else None
+
+        self.device = torch.device(cfg.device) if cfg.device else local_device()
+        self.n_params = parameter_count(cfg.model)
         torch.manual_seed(cfg.seed)  # the same initial weights on every rank (the wrappers broadcast them anyway)
         with torch.device(self.device):
-            self.model = TransformerLM(model_cfg)
-        ckpt = _load(cfg.resume, model_cfg) if cfg.resume else None
+            self.model = TransformerLM(cfg.model, checkpoint_blocks=cfg.checkpoint_blocks)
         if ckpt:
             self.model.load_state_dict(ckpt["model"])
         if cfg.wrapper == "none":
@@ -153,23 +182,45 @@ class _Run:
         adamw = dict(lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, weight_decay=cfg.weight_decay)
         self.optimizer = (ShardedOptimizer(self.model.parameters(), torch.optim.AdamW, **adamw) if cfg.zero1
                           else torch.optim.AdamW(self.model.parameters(), **adamw))
-        self.start = 0
+        self.start, self.bad_steps = 0, 0
         if ckpt:
             self.optimizer.load_state_dict(ckpt["optimizer"])
             self.start = ckpt["step"]
             torch.set_rng_state(ckpt["rng"]["cpu"])
-        self.data = TokenData.from_spec(cfg.data, cfg.vocab_size, cfg.seed)
         self.autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if cfg.bf16
                          else contextlib.nullcontext())
+        self.flops_per_step = model_flops(cfg.model, cfg.global_batch_size, "train")
+        gpu = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else None
+        self.mfu = (lambda seconds: mfu(self.flops_per_step / self.world, seconds, gpu, "bf16" if cfg.bf16 else "fp32")
+                    ) if gpu else (lambda seconds: None)
+
+    def _checkpoint(self) -> dict[str, Any]:
+        """The checkpoint to resume from, refused if it is of another run (see the module doc)."""
+        cfg = self.cfg
+        ckpt = checkpoint.load(cfg.resume)
+        saved, here = ckpt["config"], asdict(cfg)
+        differ = {k: (saved["model"].get(k), v) for k, v in here["model"].items()
+                  if k not in ("attention", "name") and saved["model"].get(k) != v}
+        if differ:
+            raise ValueError(f"checkpoint {cfg.resume} is of another model; differing fields (saved, requested): "
+                             f"{differ}")
+        differ = {k: (saved.get(k), here[k]) for k in IDENTITY if saved.get(k) != here[k]}
+        if differ and not cfg.resume_anyway:
+            raise ValueError(f"checkpoint {cfg.resume} is of another run; it would not continue the same curve. "
+                             f"Differing settings (saved, requested): {differ}. Pass --resume-anyway to resume regardless")
+        return ckpt
 
     def run(self) -> list[dict[str, Any]]:
         cfg, records = self.cfg, []
+        if self.start >= cfg.max_steps:
+            sdist.print0(f"nothing to do: the checkpoint {cfg.resume} is at step {self.start} and max_steps is "
+                         f"{cfg.max_steps}")
+            return records
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
         self._log({"event": "start", "world_size": self.world, "start_step": self.start, "params": self.n_params,
                    "config": asdict(cfg)})
-        steps = range(self.start, cfg.max_steps)
-        bar = tqdm(steps, desc=f"train {cfg.wrapper}{' zero1' if cfg.zero1 else ''}",
+        bar = tqdm(range(self.start, cfg.max_steps), desc=f"train {cfg.wrapper}{' zero1' if cfg.zero1 else ''}",
                    disable=not (cfg.progress and self.rank == 0))
         for step in bar:
             record = self.step(step)
@@ -187,20 +238,21 @@ class _Run:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         with timed(self.device) as elapsed:
-            loss, grad_norm = self._update(step)
-        tokens = cfg.global_batch_size * cfg.context_length
+            loss, grad_norm, skipped = self._update(step)
+        tokens = cfg.global_batch_size * cfg.model.context_length
         return {
-            "step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm,
+            "step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm, "skipped": skipped,
             "tokens": tokens * (step + 1), "step_ms": elapsed.ms, "tokens_per_s": tokens / (elapsed.ms / 1e3),
+            "mfu": self.mfu(elapsed.ms / 1e3),
             "peak_memory_mb": (torch.cuda.max_memory_allocated(self.device) / 2**20
                                if self.device.type == "cuda" else math.nan),
         }
 
-    def _update(self, step: int) -> tuple[float, float]:
+    def _update(self, step: int) -> tuple[float, float, bool]:
         """Forward and backward over this rank's micro-batches, gradient sync, clip, optimizer step: the
-        global batch's loss and the gradient norm before clipping."""
+        global batch's loss, the gradient norm before clipping, and whether the step was skipped."""
         cfg = self.cfg
-        x, y = self.data.local_batch(step, cfg.global_batch_size, cfg.context_length, self.rank, self.world)
+        x, y = self.data.local_batch(step, cfg.global_batch_size, cfg.model.context_length, self.rank, self.world)
         x, y = x.to(self.device), y.to(self.device)
         micro = x.shape[0] // cfg.grad_accum
         loss_sum = torch.zeros((), device=self.device)
@@ -216,31 +268,36 @@ class _Run:
             loss_sum += loss.detach() / cfg.grad_accum
         if self.ddp is not None:
             self.ddp.finish_gradient_synchronization()
-        grad_norm = (torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip) if cfg.grad_clip
-                     else torch.tensor(math.nan))
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        # the norm is measured even without clipping (an infinite bound clips nothing): it guards the update
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip or math.inf))
         if self.world > 1:  # the logged loss is the global batch's, as in a single process
             dist.all_reduce(loss_sum)
             loss_sum /= self.world
-        return loss_sum.item(), float(grad_norm)
+        loss = loss_sum.item()
+        # every rank sees the same global loss and (synchronised gradients') norm, so all decide alike
+        skipped = not (math.isfinite(loss) and math.isfinite(grad_norm))
+        if skipped:
+            self.bad_steps += 1
+            if self.bad_steps > cfg.max_bad_steps:
+                raise TrainingDiverged(f"step {step}: the loss is {loss} and the gradient norm {grad_norm}; stopping "
+                                       f"(--max-bad-steps {cfg.max_bad_steps} allows skipping that many such steps)")
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss, grad_norm, skipped
 
     def save(self, done: int) -> Path:
         """Write ``step_{done}.pt`` (rank 0); every rank takes part, since a sharded state is gathered first."""
         optimizer_state = self.optimizer.state_dict()  # collective when sharded
         path = Path(self.cfg.checkpoint_dir) / f"step_{done:06d}.pt"
         if self.rank == 0:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            ckpt = {
+            checkpoint.save(path, {
                 "model": self.model.state_dict(), "optimizer": optimizer_state, "step": done,
-                "model_config": asdict(self.model.cfg), "config": asdict(self.cfg), "world_size": self.world,
+                "config": asdict(self.cfg), "world_size": self.world,
                 # the batch of a step is a function of (data, seed, step): the step is the data position
                 "data": {"source": self.cfg.data, "seed": self.cfg.seed, "next_step": done},
                 "rng": {"cpu": torch.get_rng_state()},
-            }
-            tmp = path.with_suffix(".tmp")
-            torch.save(ckpt, tmp)
-            os.replace(tmp, path)  # a crash mid-write never leaves a truncated checkpoint under the real name
+            })
         if self.world > 1:
             dist.barrier()  # nobody resumes from, or overwrites, a checkpoint that is still being written
         return path
@@ -251,26 +308,13 @@ class _Run:
                 f.write(dump_json(record) + "\n")
 
 
-def _device(cfg: TrainConfig) -> torch.device:
-    return torch.device(cfg.device) if cfg.device else local_device()
-
-
-def _load(path: str, model_cfg: ModelConfig) -> dict[str, Any]:
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    saved = ckpt["model_config"]
-    differ = {k: (saved[k], v) for k, v in asdict(model_cfg).items() if k != "attention" and saved.get(k) != v}
-    if differ:
-        raise ValueError(f"checkpoint {path} is of another model; differing fields (saved, requested): {differ}")
-    return ckpt
-
-
 def summarize(records: list[dict[str, Any]], skip: int = 2) -> dict[str, float]:
     """Throughput and step time over the steps after the first ``skip`` (which pay one-time costs)."""
-    timed = records[skip:] or records
+    timed_steps = records[skip:] or records
     return {
         "steps": len(records),
-        "tokens_per_s": statistics.median(r["tokens_per_s"] for r in timed),
-        "step_ms": statistics.median(r["step_ms"] for r in timed),
+        "tokens_per_s": statistics.median(r["tokens_per_s"] for r in timed_steps),
+        "step_ms": statistics.median(r["step_ms"] for r in timed_steps),
         "peak_memory_mb": records[-1]["peak_memory_mb"],
         "final_loss": records[-1]["loss"],
     }
@@ -281,14 +325,26 @@ def summarize(records: list[dict[str, Any]], skip: int = 2) -> dict[str, float]:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m systems.train", description=__doc__, formatter_class=HelpFormatter)
+    add_model_arguments(p, attention="sdpa")
     add_arguments(p, TrainConfig)
     return p
 
 
+@record  # under torchrun, a failing rank's traceback reaches torchrun's summary
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
-    cfg, _ = parse(_parser(), TrainConfig, argv)
-    records = train(cfg)
-    if records and int(os.environ.get("RANK", 0)) == 0:
+    p = _parser()
+    args = p.parse_args(argv)
+    cfg = build(p, TrainConfig, args, model=models_from_args(p, args)[0])
+    with _process_group():
+        try:
+            run = _Run(cfg)
+        except (ValueError, OSError) as exc:  # a setting, a path or a checkpoint that cannot work: no traceback
+            p.exit(2, f"{p.prog}: error: {exc}\n")
+        try:
+            records = run.run()
+        except TrainingDiverged as exc:
+            p.exit(3, f"{p.prog}: training diverged: {exc}\n")
+    if records and int(os.environ.get("RANK", 0)) == 0:  # the group is gone: ask torchrun's environment
         s = summarize(records)
         print(f"steps {records[0]['step']}..{records[-1]['step']}: final loss {s['final_loss']:.4f}, "
               f"{s['tokens_per_s']:.4g} tokens/s, {s['step_ms']:.4g} ms/step", flush=True)

@@ -1,4 +1,4 @@
-"""Optimizer state sharding, ZeRO stage 1 (handout §2.4; Rajbhandari et al., 2020, "ZeRO", §5.1 P_os).
+"""Optimizer state sharding, ZeRO stage 1 (2025 handout §3, 2026 §6; Rajbhandari et al., 2020, "ZeRO", §5.1 P_os).
 
 Every rank keeps the full parameters and gradients, but the optimizer state (AdamW's two moments)
 only for the parameters it owns, so optimizer-state memory per rank falls by the world size:

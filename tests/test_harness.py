@@ -7,13 +7,15 @@ import pytest
 import torch
 
 from systems.bench import e2e
-from systems.bench.e2e import SMOKE_MODEL, BenchConfig, benchmark, sweep
+from systems.bench.e2e import BenchConfig, benchmark, sweep
+from systems.bench.flops import model_flops
 from systems.bench.timing import time_steps
 from systems.device import OOM, run_or_oom
+from systems.model import preset
 
 
 def tiny(**kw) -> BenchConfig:
-    return BenchConfig(size="small", context_length=8, batch_size=2, warmup=1, steps=3, model_overrides=SMOKE_MODEL, **kw)
+    return BenchConfig(preset("tiny", context_length=8), **{"batch_size": 2, "warmup": 1, "steps": 3, **kw})
 
 
 def test_time_steps_runs_warmup_untimed():
@@ -35,7 +37,8 @@ def test_time_steps_rejects_no_steps():
 def test_benchmark_reports_every_phase(mode, phases):
     row = benchmark(tiny(mode=mode))
     assert row["status"] == "ok"
-    assert row["params"] > 0 and row["mode"] == mode and row["size"] == "small"
+    assert row["params"] > 0 and row["mode"] == mode and row["size"] == "tiny"
+    assert row["model_flops"] == model_flops(preset("tiny", context_length=8), 2, mode)
     assert len(row["step_times_ms"]) == 3
     for phase in phases:
         assert len(row[f"{phase}_times_ms"]) == 3
@@ -69,7 +72,7 @@ def test_out_of_memory_is_a_row_and_the_sweep_goes_on(monkeypatch):
     original = e2e._Step.__call__
 
     def call(self):
-        if self.cfg.context_length == 16:
+        if self.cfg.model.context_length == 16:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
         return original(self)
 
@@ -88,7 +91,7 @@ def test_other_errors_are_not_swallowed():
 
 
 def test_sweep_rejects_unknown_settings():
-    with pytest.raises(ValueError, match="unknown benchmark setting"):
+    with pytest.raises(ValueError, match="unknown benchmark settings"):
         sweep(tiny(), colour=["red"])
 
 
@@ -99,9 +102,48 @@ def test_bad_mode_is_named():
 
 def test_cli_writes_json_with_provenance(tmp_path):
     out = tmp_path / "r.json"
-    e2e.main(["--size", "small", "--context-length", "8", "--batch-size", "2", "--warmup", "0", "--steps", "2",
-              "--mode", "forward", "train", "--model-overrides", json.dumps(SMOKE_MODEL), "--json", str(out)])
+    e2e.main(["--size", "tiny", "--context-length", "8", "--batch-size", "2", "--warmup", "0", "--steps", "2",
+              "--mode", "forward", "train", "--json", str(out)])
     data = json.loads(out.read_text())
     assert {"gpu", "torch", "commit", "date"} <= set(data["provenance"])
     assert [r["mode"] for r in data["results"]] == ["forward", "train"]
     assert all(r["status"] == "ok" for r in data["results"])
+
+
+def test_cli_refuses_an_unwritable_output_before_any_work(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(e2e, "benchmark", lambda cfg: pytest.fail("the sweep ran before the output was checked"))
+    for bad in (tmp_path / "missing" / "r.json", tmp_path):
+        with pytest.raises(SystemExit) as exit_:
+            e2e.main(["--size", "tiny", "--json", str(bad)])
+        assert exit_.value.code == 2 and "cannot write results" in capsys.readouterr().err
+
+
+def test_cli_keeps_the_rows_finished_before_a_failure(tmp_path, monkeypatch):
+    out = tmp_path / "r.json"
+    original = e2e.benchmark
+
+    def fail_second(cfg):
+        if cfg.mode == "train":
+            raise RuntimeError("device lost")
+        return original(cfg)
+
+    monkeypatch.setattr(e2e, "benchmark", fail_second)
+    with pytest.raises(RuntimeError, match="device lost"):
+        e2e.main(["--size", "tiny", "--context-length", "8", "--warmup", "0", "--steps", "1",
+                  "--mode", "forward", "train", "--json", str(out)])
+    assert [r["mode"] for r in json.loads(out.read_text())["results"]] == ["forward"]
+
+
+def test_cli_config_errors_are_usage_errors(capsys):
+    for argv in (["--size", "huge"], ["--steps", "0"], ["--size", "tiny", "--num-heads", "3"]):
+        with pytest.raises(SystemExit) as exit_:
+            e2e.main(argv)
+        assert exit_.value.code == 2, argv
+    assert "usage:" in capsys.readouterr().err
+
+
+def test_a_cold_run_is_the_same_configuration_in_a_fresh_process():
+    cfg = tiny(mode="train", dtype="bf16", warmup=0, steps=2)
+    row = e2e.cold_run(cfg)
+    assert row["status"] == "ok" and (row["size"], row["mode"], row["dtype"], row["context_length"]) == (
+        "tiny", "train", "bf16", 8) and len(row["step_times_ms"]) == 2

@@ -7,7 +7,6 @@ import pandas as pd
 import pytest
 import torch
 
-from systems.bench.e2e import SMOKE_MODEL
 from systems import device
 from systems.profiling import memory, nsys, target
 
@@ -133,12 +132,11 @@ def test_find_nsys_reports_how_to_fix_a_missing_binary(monkeypatch, tmp_path):
 
 def test_target_cli_writes_status_rows(tmp_path):
     out = tmp_path / "status.json"
-    code = target.main(["--config", "small:8:train", "--warmup", "1", "--steps", "1",
-                        "--model-overrides", json.dumps(SMOKE_MODEL), "--json", str(out)])
+    code = target.main(["--size", "tiny", "--context-length", "8", "--mode", "train", "--warmup", "1", "--steps", "1",
+                        "--json", str(out)])
     assert code == 0
     rows = json.loads(out.read_text())["results"]
-    assert rows[0]["config"] == "cfg:small/8/train" and rows[0]["status"] == "ok"
-    assert target.Point.parse("2.7B:1024:forward") == target.Point("2.7B", 1024, "forward")
+    assert rows[0]["config"] == "cfg:tiny/8/train" and rows[0]["status"] == "ok"
 
 
 # --- memory snapshots ----------------------------------------------------------------------------------------
@@ -249,7 +247,7 @@ def test_target_records_a_failing_configuration_as_a_row(tmp_path, monkeypatch):
 
     monkeypatch.setattr(target, "benchmark", fail)
     out = tmp_path / "status.json"
-    assert target.main(["--config", "small:8:forward", "--json", str(out)]) == 1
+    assert target.main(["--size", "small", "--context-length", "8", "--mode", "forward", "--json", str(out)]) == 1
     row = json.loads(out.read_text())["results"][0]
     assert row["status"].startswith("error: CUDA error") and row["config"] == "cfg:small/8/forward"
 

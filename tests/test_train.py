@@ -11,16 +11,23 @@ import math
 import subprocess
 import sys
 
+from dataclasses import replace
+
 import pytest
 import torch
 
+from systems import checkpoint
 from systems.data import TokenData
 from systems.dist import launch
+from systems.model import ModelConfig
 from systems.train import TrainConfig, lr_at, train, train_many
 
 STEPS = 6
-TINY = dict(d_model=32, num_layers=2, num_heads=2, d_ff=64, context_length=16, vocab_size=96,
-            global_batch_size=8, max_steps=STEPS, warmup_steps=2, lr=1e-2, progress=False)
+MODEL = ModelConfig(d_model=32, num_layers=2, num_heads=2, d_ff=64, context_length=16, vocab_size=96, attention="sdpa")
+RUN = dict(global_batch_size=8, max_steps=STEPS, warmup_steps=2, lr=1e-2, progress=False)
+# the same model and run as command-line arguments
+ARGV = ["--d-model", "32", "--num-layers", "2", "--num-heads", "2", "--d-ff", "64", "--context-length", "16",
+        "--vocab-size", "96", "--global-batch-size", "8", "--warmup-steps", "2", "--lr", "0.01"]
 TEXT = ("It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of "
         "foolishness, it was the epoch of belief, it was the epoch of incredulity. ") * 20
 VARIANTS = {  # name -> settings of the 2-process run; the reference is the same run in one process
@@ -33,8 +40,8 @@ VARIANTS = {  # name -> settings of the 2-process run; the reference is the same
 }
 
 
-def cfg(**kw) -> TrainConfig:
-    return TrainConfig(**{**TINY, **kw})
+def cfg(model: ModelConfig = MODEL, **kw) -> TrainConfig:
+    return TrainConfig(model=model, **{**RUN, **kw})
 
 
 def single(settings: dict) -> dict:
@@ -89,7 +96,7 @@ def test_resume_continues_the_same_curve_exactly(tmp_path, zero1):
     full = train(cfg(zero1=zero1, checkpoint_dir=str(tmp_path), checkpoint_every=2, bf16=zero1))
     resumed = train(cfg(zero1=zero1, resume=str(tmp_path / "step_000002.pt"), bf16=zero1))
     assert losses(resumed) == losses(full)[2:]  # bitwise: same state, same data, same learning rates
-    ckpt = torch.load(tmp_path / "step_000004.pt", weights_only=False)
+    ckpt = checkpoint.load(tmp_path / "step_000004.pt")
     assert ckpt["step"] == 4 and ckpt["data"]["next_step"] == 4
     assert set(ckpt["optimizer"]["state"]) == set(range(len(ckpt["model"])))  # full (consolidated) state
 
@@ -97,7 +104,7 @@ def test_resume_continues_the_same_curve_exactly(tmp_path, zero1):
 def test_resume_refuses_another_model(tmp_path):
     train(cfg(max_steps=1, checkpoint_dir=str(tmp_path)))
     with pytest.raises(ValueError, match="d_model"):
-        train(cfg(d_model=64, resume=str(tmp_path / "step_000001.pt")))
+        train(cfg(replace(MODEL, d_model=64), resume=str(tmp_path / "step_000001.pt")))
 
 
 def test_byte_level_text_data(text_file):
@@ -142,8 +149,6 @@ def test_configuration_errors():
         cfg(checkpoint_every=5)
     with pytest.raises(ValueError, match="micro-batches"):
         train(cfg(grad_accum=3))
-    with pytest.raises(ValueError, match="unknown model size"):
-        cfg(size="huge").model_config()
 
 
 def test_cli_help():
@@ -156,10 +161,7 @@ def test_cli_help():
 def test_cli_tiny_run(tmp_path):
     log = tmp_path / "log.jsonl"
     argv = [sys.executable, "-m", "systems.train", "--max-steps", "3", "--no-progress", "--log-file", str(log),
-            "--checkpoint-dir", str(tmp_path / "ckpt"), "--zero1"]
-    for key, value in TINY.items():
-        if key not in ("max_steps", "progress"):
-            argv += ["--" + key.replace("_", "-"), str(value)]
+            "--checkpoint-dir", str(tmp_path / "ckpt"), "--zero1", *ARGV]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "final loss" in out.stdout
@@ -176,10 +178,7 @@ def test_cli_under_torchrun(tmp_path):
     log = tmp_path / "log.jsonl"
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
             "-m", "systems.train", "--max-steps", "3", "--no-progress", "--wrapper", "bucketed", "--zero1",
-            "--log-file", str(log)]
-    for key, value in TINY.items():
-        if key not in ("max_steps", "progress"):
-            argv += ["--" + key.replace("_", "-"), str(value)]
+            "--log-file", str(log), *ARGV]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     lines = [json.loads(line) for line in log.read_text().splitlines()]

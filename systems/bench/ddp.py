@@ -31,26 +31,22 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from systems.cli import HelpFormatter, add_arguments, build, option
 from systems.device import OOM, free_memory, local_device, run_or_oom, synchronize, timed
-from systems.ddp import wrap
+from systems.ddp import WRAPPERS, wrap
 from systems.dist import launch
-from systems.model import TransformerLM, parameter_count, preset
+from systems.model import ModelConfig, TransformerLM, add_model_arguments, models_from_args, parameter_count, preset
 
-# A model for the CPU smoke profile: the same code paths in seconds.
-SMOKE_MODEL = {"d_model": 64, "d_ff": 128, "num_layers": 2, "num_heads": 4, "vocab_size": 512}
 COMM = re.compile(r"nccl|gloo|all_?reduce", re.IGNORECASE)
 
 
 @dataclass
 class DDPBenchConfig:
-    size: str = "xl"
-    context_length: int = 128
-    batch_size: int = 4  # per rank: the global batch is batch_size × world size
-    warmup: int = 3
-    steps: int = 8
-    attention: str = "naive"
-    seed: int = 0
-    model_overrides: dict[str, Any] = field(default_factory=dict)
+    model: ModelConfig = field(default_factory=lambda: preset("xl"))
+    batch_size: int = option("sequences per rank (the global batch is this × world size)", default=4)
+    warmup: int = option("untimed steps first", default=3)
+    steps: int = option("timed steps", default=8)
+    seed: int = option("seed of the weights and the batches", default=0)
 
 
 def run_label(variant: str, options: dict) -> str:
@@ -61,8 +57,7 @@ class _Trainer:
     """One rank's model, wrapper, optimizer and batch; ``step()`` is one timed training step."""
 
     def __init__(self, cfg: DDPBenchConfig, variant: str, options: dict, device: torch.device):
-        model_cfg = preset(cfg.size, context_length=cfg.context_length, attention=cfg.attention,
-                           **cfg.model_overrides)
+        model_cfg = cfg.model
         torch.manual_seed(cfg.seed)
         with torch.device(device):
             model = TransformerLM(model_cfg)
@@ -70,7 +65,7 @@ class _Trainer:
         self.model = wrap(variant, model, sync_timing=True, **options)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
         g = torch.Generator(device=device).manual_seed(cfg.seed + 1 + dist.get_rank())  # each rank its own data
-        shape = (cfg.batch_size, cfg.context_length)
+        shape = (cfg.batch_size, model_cfg.context_length)
         self.x = torch.randint(0, model_cfg.vocab_size, shape, device=device, generator=g)
         self.y = torch.randint(0, model_cfg.vocab_size, shape, device=device, generator=g)
         self.device = device
@@ -129,10 +124,9 @@ def benchmark(cfg: DDPBenchConfig, runs: list[tuple[str, dict]], world_size: int
     """Time every (variant, options) run in one launch of ``world_size`` ranks; one row per run."""
     rows = launch(_bench_worker, world_size, cfg, runs, backend=backend, timeout_s=timeout_s)[0]
     df = pd.DataFrame(rows)
-    for k, v in asdict(cfg).items():
-        if k != "model_overrides":
-            df[k] = v
-    return df
+    settings = {"size": cfg.model.name, "context_length": cfg.model.context_length, "attention": cfg.model.attention,
+                **{k: v for k, v in asdict(cfg).items() if k != "model"}}
+    return df.assign(**settings)
 
 
 def standard_runs(bucket_sizes_mb=(1, 10, 100, 1000)) -> list[tuple[str, dict]]:
@@ -216,19 +210,16 @@ def trace(cfg: DDPBenchConfig, runs: list[tuple[str, dict]], world_size: int = 2
 
 
 def main(argv: list[str] | None = None) -> pd.DataFrame:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--size", default="xl")
-    p.add_argument("--context-length", type=int, default=128)
-    p.add_argument("--batch-size", type=int, default=4, help="per rank")
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--steps", type=int, default=8)
-    p.add_argument("--world-size", type=int, default=2)
-    p.add_argument("--variants", nargs="+", default=["naive", "flat", "overlap", "torch"])
-    p.add_argument("--bucket-sizes", nargs="*", type=float, default=[1, 10, 100, 1000])
-    p.add_argument("--model-overrides", type=json.loads, default={})
+    p = argparse.ArgumentParser(prog="python -m systems.bench.ddp", description=__doc__, formatter_class=HelpFormatter)
+    add_model_arguments(p, size="xl")
+    add_arguments(p, DDPBenchConfig)
+    p.add_argument("--world-size", type=int, default=2, help="processes (one GPU each under NCCL)")
+    p.add_argument("--variants", nargs="+", default=["naive", "flat", "overlap", "torch"],
+                   choices=[w for w in WRAPPERS if w != "bucketed"], help="wrappers without options")
+    p.add_argument("--bucket-sizes", nargs="*", type=float, default=[1, 10, 100, 1000],
+                   help="bucketed DDP at each of these bucket sizes (MiB)")
     args = p.parse_args(argv)
-    cfg = DDPBenchConfig(size=args.size, context_length=args.context_length, batch_size=args.batch_size,
-                         warmup=args.warmup, steps=args.steps, model_overrides=args.model_overrides)
+    cfg = build(p, DDPBenchConfig, args, model=models_from_args(p, args)[0])
     runs = [(v, {}) for v in args.variants] + [("bucketed", {"bucket_size_mb": b}) for b in args.bucket_sizes]
     df = benchmark(cfg, runs, args.world_size)
     cols = [c for c in ("run", "status", "step_ms", "step_std_ms", "comm_ms", "comm_share", "peak_memory_mb") if c in df]

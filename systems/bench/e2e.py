@@ -1,11 +1,15 @@
-"""End-to-end benchmarking of the Transformer LM (handout §1.1.3, §1.1.5(c), §1.1.6, §1.3.1(b)).
+"""End-to-end benchmarking of the Transformer LM (handout §1.1.3, §1.1.5(c), §1.1.6, §1.3.1(b); 2026 §2.1.3).
 
 One measured step is a forward pass, a forward and backward pass, or a full AdamW training step on a
-random batch. Each phase is timed on its own (device synchronised before and after), so one run
-reports forward, backward and optimizer times. Options: bf16 autocast, ``torch.compile``, NVTX ranges
-for Nsight Systems, a CUDA memory snapshot of the measured steps. Out-of-memory is a row, not a crash.
+random batch. Each phase is timed on its own (:func:`systems.device.timed`), so one run reports forward,
+backward and optimizer times, with the step's model FLOPs and MFU (:mod:`systems.bench.flops`). Options:
+bf16 autocast, ``torch.compile``, activation checkpointing, NVTX ranges for Nsight Systems, a CUDA memory
+snapshot of the measured steps. Out-of-memory is a row, not a crash.
 
     python -m systems.bench.e2e --size small medium --context-length 128 256 --mode train --json out.json
+
+A sweep writes its JSON after every row, so the rows finished before a failure are kept; the output path
+is checked before any work starts.
 """
 
 from __future__ import annotations
@@ -13,9 +17,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
+import subprocess
 import sys
-from dataclasses import asdict, dataclass, field, replace
+import tempfile
+from dataclasses import asdict, dataclass, field, fields, replace
 from itertools import product
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -24,41 +32,60 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from systems import nvtx
+from systems.bench.flops import model_flops, mfu
 from systems.bench.timing import summarize
+from systems.cli import HelpFormatter, add_arguments, build, dump_json, option
 from systems.device import OOM, free_memory, record_memory, run_or_oom, timed
-from systems.model import TransformerLM, parameter_count, preset
+from systems.model import ModelConfig, TransformerLM, add_model_arguments, models_from_args, parameter_count, \
+    preset, resize
 from systems.nvtx import annotate
 from systems.provenance import stamp
 
 MODES = ("forward", "forward_backward", "train")
-# A model small enough for the CPU smoke profile: same code paths, seconds instead of minutes.
-SMOKE_MODEL = {"d_model": 64, "d_ff": 128, "num_layers": 2, "num_heads": 4, "vocab_size": 512}
 DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass
 class BenchConfig:
-    size: str = "small"
-    context_length: int = 128
-    batch_size: int = 4
-    mode: str = "forward_backward"
-    warmup: int = 5
-    steps: int = 10
-    dtype: str = "fp32"  # autocast dtype; parameters stay fp32
-    compile: bool = False
-    compile_backend: str = "inductor"  # "aot_eager" traces the same graphs without code generation (CPU smoke)
-    attention: str = "naive"
-    nvtx: bool = False
-    memory_snapshot: str | None = None  # path of a CUDA memory snapshot pickle of the measured steps
-    device: str | None = None
-    seed: int = 0
-    model_overrides: dict[str, Any] = field(default_factory=dict)  # e.g. tiny sizes for CPU smoke runs
+    model: ModelConfig = field(default_factory=lambda: preset("small"))
+    batch_size: int = option("sequences per step", default=4)
+    mode: str = option("what a step does", default="forward_backward", choices=MODES, sweep=True)
+    warmup: int = option("untimed steps first", default=5)
+    steps: int = option("timed steps", default=10)
+    dtype: str = option("autocast dtype; parameters stay fp32", default="fp32", choices=DTYPES, sweep=True)
+    compile: bool = option("wrap the model in torch.compile", default=False)
+    compile_backend: str = option("torch.compile backend (aot_eager: tracing without code generation)",
+                                  default="inductor")
+    checkpoint_blocks: int = option("recompute activations in groups of this many blocks (0: off)", default=0)
+    nvtx: bool = option("emit NVTX ranges (for nsys profile)", default=False)
+    memory_snapshot: str | None = option("write a CUDA memory snapshot of the measured steps here", default=None)
+    device: str | None = option("device (None: the GPU if there is one)", default=None)
+    seed: int = option("seed of the weights and the batch", default=0)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {self.dtype!r}")
+        if self.batch_size < 1 or self.warmup < 0 or self.steps < 1 or self.checkpoint_blocks < 0:
+            raise ValueError(f"need batch_size >= 1, warmup >= 0, steps >= 1 and checkpoint_blocks >= 0, got "
+                             f"{self.batch_size}, {self.warmup}, {self.steps}, {self.checkpoint_blocks}")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "BenchConfig":
+        return cls(**{**d, "model": ModelConfig(**d["model"])})
+
+
+def vary(base: BenchConfig, **changes: Any) -> BenchConfig:
+    """``base`` with settings changed: its own fields, the model's (``context_length``, ``attention``, ...), or
+    ``size`` (another preset, keeping the run's context length and attention)."""
+    model = resize(base.model, changes.pop("size")) if "size" in changes else base.model
+    model_fields = {f.name for f in fields(ModelConfig)}
+    model = replace(model, **{k: changes.pop(k) for k in list(changes) if k in model_fields})
+    unknown = set(changes) - {f.name for f in fields(BenchConfig)}
+    if unknown:
+        raise ValueError(f"unknown benchmark settings {sorted(unknown)}")
+    return replace(base, model=model, **changes)
 
 
 def autocast(device: torch.device, dtype: str) -> contextlib.AbstractContextManager:
@@ -73,19 +100,15 @@ class _Step:
 
     def __init__(self, cfg: BenchConfig, device: torch.device):
         self.cfg, self.device = cfg, device
-        model_cfg = preset(
-            cfg.size, context_length=cfg.context_length, attention=cfg.attention, **cfg.model_overrides
-        )
         torch.manual_seed(cfg.seed)
         with torch.device(device):
-            self.model = TransformerLM(model_cfg)
-        self.n_params = parameter_count(model_cfg)
+            self.model = TransformerLM(cfg.model, checkpoint_blocks=cfg.checkpoint_blocks)
         self.forward_fn = torch.compile(self.model, backend=cfg.compile_backend) if cfg.compile else self.model
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4) if cfg.mode == "train" else None
         # Random tokens, not zeros: data-dependent kernels (embedding gathers) should see real work.
-        shape = (cfg.batch_size, cfg.context_length)
-        self.x = torch.randint(0, model_cfg.vocab_size, shape, device=device)
-        self.y = torch.randint(0, model_cfg.vocab_size, shape, device=device)
+        shape = (cfg.batch_size, cfg.model.context_length)
+        self.x = torch.randint(0, cfg.model.vocab_size, shape, device=device)
+        self.y = torch.randint(0, cfg.model.vocab_size, shape, device=device)
         self.phases: dict[str, list[float]] = {"forward": [], "backward": [], "optimizer": []}
 
     def _timed(self, phase: str, fn):
@@ -114,26 +137,27 @@ class _Step:
         self.model.zero_grad(set_to_none=True)
 
 
+def _steps(step: _Step, n: int, device: torch.device) -> list[float]:
+    times = []
+    for _ in range(n):
+        with timed(device) as elapsed:
+            step()
+        times.append(elapsed.ms)
+    return times
+
+
 def _measure(cfg: BenchConfig, device: torch.device) -> dict[str, Any]:
     step = _Step(cfg, device)
-    warmup_ms = []  # kept: the first steps carry one-time costs (compilation, CUDA context, allocator)
     with annotate("warmup"):
-        for _ in range(cfg.warmup):
-            with timed(device) as elapsed:
-                step()
-            warmup_ms.append(elapsed.ms)
+        warmup_ms = _steps(step, cfg.warmup, device)  # kept: one-time costs (compilation, CUDA context, allocator)
     for times in step.phases.values():
         times.clear()
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     snapshot = record_memory(cfg.memory_snapshot) if cfg.memory_snapshot else contextlib.nullcontext()
     with snapshot, annotate("measured"):
-        totals = []
-        for _ in range(cfg.steps):
-            with timed(device) as elapsed:
-                step()
-            totals.append(elapsed.ms)
-    row: dict[str, Any] = {"status": "ok", "params": step.n_params, "warmup_times_ms": warmup_ms}
+        totals = _steps(step, cfg.steps, device)
+    row: dict[str, Any] = {"status": "ok", "warmup_times_ms": warmup_ms}
     total = summarize(totals, cfg.warmup)
     row.update(step_ms=total.mean_ms, step_std_ms=total.std_ms, step_times_ms=total.times_ms)
     for phase, times in step.phases.items():
@@ -142,11 +166,15 @@ def _measure(cfg: BenchConfig, device: torch.device) -> dict[str, Any]:
             row.update({f"{phase}_ms": t.mean_ms, f"{phase}_std_ms": t.std_ms, f"{phase}_times_ms": t.times_ms})
     if device.type == "cuda":
         row["peak_memory_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+        # the dtype the matrix products run in decides which peak the MFU divides by
+        matmul = cfg.dtype if cfg.dtype != "fp32" else ("tf32" if torch.backends.cuda.matmul.allow_tf32 else "fp32")
+        row["mfu"] = mfu(model_flops(cfg.model, cfg.batch_size, cfg.mode), total.mean_ms / 1e3,
+                         torch.cuda.get_device_name(device), matmul)
     return row
 
 
 def benchmark(cfg: BenchConfig) -> dict[str, Any]:
-    """Run one configuration; returns its settings, timings (ms), peak memory (MiB) or status "OOM"."""
+    """Run one configuration; returns its settings, timings (ms), peak memory (MiB), MFU, or status "OOM"."""
     device = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     nvtx.enable(cfg.nvtx)
     try:
@@ -154,83 +182,85 @@ def benchmark(cfg: BenchConfig) -> dict[str, Any]:
     finally:
         nvtx.enable(False)
         free_memory()
-    row = {k: v for k, v in asdict(cfg).items() if k != "model_overrides"}
+    row = {"size": cfg.model.name, "context_length": cfg.model.context_length, "attention": cfg.model.attention,
+           **{k: v for k, v in asdict(cfg).items() if k != "model"},
+           "params": parameter_count(cfg.model), "model_flops": model_flops(cfg.model, cfg.batch_size, cfg.mode)}
     row.update({"status": OOM} if result == OOM else result)
     return row
 
 
-def sweep(base: BenchConfig, progress: bool = True, **grid: list[Any]) -> pd.DataFrame:
-    """Benchmark every combination of the ``grid`` values (e.g. ``size=[...], mode=[...]``) as a DataFrame."""
-    for key in grid:
-        if not hasattr(base, key):
-            raise ValueError(f"unknown benchmark setting {key!r}")
-    keys = list(grid)
-    points = list(product(*(grid[k] for k in keys)))
+def sweep(base: BenchConfig, progress: bool = True, out: str | Path | None = None, **grid: list[Any]) -> pd.DataFrame:
+    """Benchmark every combination of the ``grid`` values (e.g. ``size=[...], mode=[...]``; see :func:`vary`)
+    as a DataFrame; with ``out``, the rows so far are written there (JSON, with provenance) after each one."""
+    points = [vary(base, **dict(zip(grid, values))) for values in product(*grid.values())]
+    return run_all(points, progress=progress, out=out)
+
+
+def run_all(configs: list[BenchConfig], progress: bool = True, out: str | Path | None = None) -> pd.DataFrame:
+    if out is not None:
+        _check_writable(out)
     rows = []
-    for values in tqdm(points, desc="e2e benchmark", disable=not progress):
-        rows.append(benchmark(replace(base, **dict(zip(keys, values)))))
+    for cfg in tqdm(configs, desc="e2e benchmark", disable=not progress):
+        rows.append(benchmark(cfg))
+        if out is not None:
+            _write_json(out, rows)
     return pd.DataFrame(rows)
 
 
+def _check_writable(path: str | Path) -> None:
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise ValueError(f"cannot write results to {path}: {'it is a folder' if path.is_dir() else 'no writable folder'}")
+
+
+def _write_json(path: str | Path, rows: list[dict[str, Any]]) -> None:
+    tmp = Path(f"{path}.tmp")
+    tmp.write_text(dump_json({"provenance": stamp(), "results": rows}, indent=1))
+    os.replace(tmp, path)  # a reader never sees half a file
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--size", nargs="+", default=["small"], help="model preset(s) of §1.1.2")
-    p.add_argument("--context-length", nargs="+", type=int, default=[128])
-    p.add_argument("--batch-size", type=int, default=4)
-    p.add_argument("--mode", nargs="+", choices=MODES, default=["forward_backward"])
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--steps", type=int, default=10)
-    p.add_argument("--dtype", nargs="+", choices=tuple(DTYPES), default=["fp32"])
-    p.add_argument("--attention", nargs="+", default=["naive"])
-    p.add_argument("--compile", action="store_true", help="wrap the model in torch.compile")
-    p.add_argument("--nvtx", action="store_true", help="emit NVTX ranges (for nsys profile)")
-    p.add_argument("--memory-snapshot", help="write a CUDA memory snapshot of the measured steps here")
-    p.add_argument("--model-overrides", type=json.loads, default={},
-                   help='JSON object of ModelConfig fields to override, e.g. \'{"num_layers": 2}\'')
-    p.add_argument("--json", help="write the results (with provenance) to this JSON file")
+    p = argparse.ArgumentParser(prog="python -m systems.bench.e2e", description=__doc__, formatter_class=HelpFormatter)
+    add_model_arguments(p, sweep=True)
+    add_arguments(p, BenchConfig, sweep=True)
+    p.add_argument("--json", help="write the results (with provenance) to this JSON file, row by row")
+    p.add_argument("--config", help="a JSON file holding a list of configurations to run instead of the options")
     return p
 
 
 def main(argv: list[str] | None = None) -> pd.DataFrame:
-    args = _parser().parse_args(argv)
-    base = BenchConfig(
-        batch_size=args.batch_size, warmup=args.warmup, steps=args.steps, compile=args.compile,
-        nvtx=args.nvtx, memory_snapshot=args.memory_snapshot, model_overrides=args.model_overrides,
-    )
-    df = sweep(
-        base, size=args.size, context_length=args.context_length, mode=args.mode,
-        dtype=args.dtype, attention=args.attention,
-    )
-    cols = [c for c in ("size", "context_length", "mode", "dtype", "attention", "status",
-                        "forward_ms", "backward_ms", "optimizer_ms", "step_ms", "step_std_ms",
-                        "peak_memory_mb") if c in df]
-    print(df[cols].to_string(index=False))
+    p = _parser()
+    args = p.parse_args(argv)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"provenance": stamp(), "results": df.to_dict(orient="records")}, f, indent=1)
+        try:
+            _check_writable(args.json)
+        except ValueError as exc:
+            p.error(str(exc))
+    if args.config:
+        configs = [BenchConfig.from_dict(d) for d in json.loads(Path(args.config).read_text())]
+    else:
+        grid = product(models_from_args(p, args), args.mode, args.dtype)
+        configs = [build(p, BenchConfig, argparse.Namespace(**{**vars(args), "mode": mode, "dtype": dtype}), model=m)
+                   for m, mode, dtype in grid]
+    df = run_all(configs, out=args.json)
+    cols = [c for c in ("size", "context_length", "mode", "dtype", "attention", "status", "forward_ms",
+                        "backward_ms", "optimizer_ms", "step_ms", "step_std_ms", "mfu", "peak_memory_mb") if c in df]
+    print(df[cols].to_string(index=False))
     return df
 
 
 def cold_run(cfg: BenchConfig) -> dict[str, Any]:
     """``benchmark(cfg)`` in a fresh Python process, so the first steps pay every one-time cost
     (CUDA context, cuBLAS handles, allocator growth) as they would in a new training job."""
-    import subprocess
-    import tempfile
-
     with tempfile.TemporaryDirectory() as tmp:
-        out = f"{tmp}/result.json"
-        argv = [
-            sys.executable, "-m", "systems.bench.e2e", "--size", cfg.size,
-            "--context-length", str(cfg.context_length), "--batch-size", str(cfg.batch_size),
-            "--mode", cfg.mode, "--warmup", str(cfg.warmup), "--steps", str(cfg.steps),
-            "--dtype", cfg.dtype, "--attention", cfg.attention,
-            "--model-overrides", json.dumps(cfg.model_overrides), "--json", out,
-        ] + (["--compile"] if cfg.compile else [])
-        proc = subprocess.run(argv, capture_output=True, text=True)
+        config, out = Path(tmp) / "config.json", Path(tmp) / "result.json"
+        config.write_text(json.dumps([asdict(cfg)]))
+        proc = subprocess.run([sys.executable, "-m", "systems.bench.e2e", "--config", str(config), "--json", str(out)],
+                              capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"benchmark process failed:\n{proc.stderr[-3000:]}")
-        with open(out) as f:
-            return json.load(f)["results"][0]
+        return json.loads(out.read_text())["results"][0]
 
 
 if __name__ == "__main__":

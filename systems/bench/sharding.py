@@ -1,4 +1,4 @@
-"""Memory and time of optimizer state sharding (handout §2.4, ``optimizer_state_sharding_accounting``).
+"""Memory and time of optimizer state sharding (2025 handout §3, 2026 §6, ``optimizer_state_sharding_accounting``).
 
 Each rank trains the model data-parallel (gradients averaged by a :mod:`systems.ddp` wrapper) with one
 of these optimizers, one after the other in the same process group:
@@ -16,7 +16,7 @@ maximum over the ranks (the slowest rank, the fullest GPU). On the CPU (gloo, sm
 is the bytes of live parameters, gradients and optimizer state, since there is no allocator to ask.
 
     from systems.dist import launch
-    rows = launch(measure, 2, ShardingConfig(size="xl"))[0]
+    rows = launch(measure, 2, ShardingConfig(preset("xl")))[0]
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from systems.device import free_memory, synchronize, timed
 from systems.ddp import wrap
-from systems.model import TransformerLM, parameter_count, preset
+from systems.device import free_memory, local_device, synchronize, timed
+from systems.model import ModelConfig, TransformerLM, parameter_count, preset
 from systems.zero import ShardedOptimizer, state_bytes
 
 OPTIMIZERS = ("adamw", "zero1", "zero1_flat", "torch_zero")
@@ -40,17 +40,14 @@ MIB = 2**20
 
 @dataclass
 class ShardingConfig:
-    size: str = "xl"
-    context_length: int = 128
+    model: ModelConfig = field(default_factory=lambda: preset("xl"))  # naive attention: the handout's model
     batch_size: int = 8  # sequences per rank
-    attention: str = "naive"  # the handout's reference model
     wrapper: str = "bucketed"  # gradient averaging; its buffers live only while a bucket is in flight
     bucket_size_mb: float = 100.0
     optimizers: tuple[str, ...] = OPTIMIZERS
     lr: float = 1e-4
     warmup: int = 3
     steps: int = 10
-    model_overrides: dict[str, Any] = field(default_factory=dict)
 
 
 def _make_optimizer(name: str, model: torch.nn.Module, lr: float) -> torch.optim.Optimizer:
@@ -104,10 +101,11 @@ def saved_activation_bytes(model: torch.nn.Module, fn) -> int:
 
 
 def _measure_one(name: str, cfg: ShardingConfig, device: torch.device, rank: int) -> dict[str, Any]:
-    model_cfg = preset(cfg.size, context_length=cfg.context_length, attention=cfg.attention, **cfg.model_overrides)
+    model_cfg = cfg.model
     gen = torch.Generator().manual_seed(rank)
-    x = torch.randint(model_cfg.vocab_size, (cfg.batch_size, cfg.context_length), generator=gen).to(device)
-    y = torch.randint(model_cfg.vocab_size, (cfg.batch_size, cfg.context_length), generator=gen).to(device)
+    shape = (cfg.batch_size, model_cfg.context_length)
+    x = torch.randint(model_cfg.vocab_size, shape, generator=gen).to(device)
+    y = torch.randint(model_cfg.vocab_size, shape, generator=gen).to(device)
     _reset_peak(device)
     torch.manual_seed(0)
     with torch.device(device):
@@ -165,7 +163,7 @@ def _measure_one(name: str, cfg: ShardingConfig, device: torch.device, rank: int
 def measure(rank: int, world_size: int, cfg: ShardingConfig) -> list[dict[str, Any]]:
     """Every optimizer of ``cfg`` on this rank; returns, on every rank, one row per optimizer with each
     number the maximum over ranks and ``state_mb_per_rank`` listing every rank's optimizer state."""
-    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    device = local_device()
     mine = [_measure_one(name, cfg, device, rank) for name in cfg.optimizers]
     everyone: list[Any] = [None] * world_size
     dist.all_gather_object(everyone, mine)

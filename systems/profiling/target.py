@@ -1,15 +1,16 @@
 """The program Nsight Systems profiles, and the function that profiles it (handout §1.1.4).
 
 The target runs the end-to-end benchmark (:mod:`systems.bench.e2e`, NVTX ranges on) for one or more
-configurations in one process, each inside an NVTX range ``cfg:SIZE/CONTEXT/MODE``, so that one nsys session
-covers a whole sweep and pays nsys's start-up and export costs once:
+configurations in one process, each inside an NVTX range ``cfg:SIZE/CONTEXT/MODE`` (:func:`label`), so
+that one nsys session covers a whole sweep and pays nsys's start-up and export costs once:
 
     nsys profile -t cuda,nvtx -s none --cpuctxsw=none -o rep \\
         python -m systems.profiling.target --size small --context-length 128 --mode forward train --json st.json
 
 It writes the benchmark rows (status ``ok``, ``OOM`` or ``error: ...`` per configuration) to ``--json`` and
-exits with :data:`OOM_EXIT` when every configuration ran out of memory, 1 when none ran. ``profile_configs`` / ``profile_model`` do the
-whole round trip from Python: run nsys on the target, export, label every kernel with its NVTX ranges.
+exits with :data:`OOM_EXIT` when every configuration ran out of memory, 1 when none ran. ``profile_configs``
+does the whole round trip from Python: run nsys on the target, export, label every kernel with its NVTX
+ranges.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import contextlib
 import json
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, replace
 from itertools import product
 from pathlib import Path
 from typing import Any
@@ -27,97 +28,82 @@ from typing import Any
 import pandas as pd
 import torch
 
-from systems.bench.e2e import MODES, BenchConfig, benchmark
+from systems.bench.e2e import BenchConfig, benchmark
+from systems.cli import HelpFormatter, add_arguments, build
 from systems.device import OOM
+from systems.model import add_model_arguments, models_from_args
 from systems.profiling import nsys
 from systems.provenance import stamp
 
 OOM_EXIT = 3  # every configuration ran out of memory
 
 
-@dataclass(frozen=True)
-class Point:
-    size: str
-    context_length: int
-    mode: str
-
-    @property
-    def label(self) -> str:
-        return f"cfg:{self.size}/{self.context_length}/{self.mode}"
-
-    @classmethod
-    def parse(cls, text: str) -> "Point":
-        size, context, mode = text.split(":")
-        return cls(size, int(context), mode)
+def label(cfg: BenchConfig) -> str:
+    """The NVTX range a configuration's steps run in, which the analysis reads back."""
+    return f"cfg:{cfg.model.name}/{cfg.model.context_length}/{cfg.mode}"
 
 
-def run(points: list[Point], warmup: int, steps: int, batch_size: int = 4, dtype: str = "fp32",
-        model_overrides: dict | None = None) -> list[dict[str, Any]]:
-    """Benchmark every point with NVTX on, each inside its ``cfg:`` range; the benchmark rows."""
+def run(configs: list[BenchConfig]) -> list[dict[str, Any]]:
+    """Benchmark every configuration with NVTX on, each inside its ``cfg:`` range; the benchmark rows."""
     rows = []
-    for p in points:
-        cfg = BenchConfig(size=p.size, context_length=p.context_length, mode=p.mode, batch_size=batch_size,
-                          warmup=warmup, steps=steps, dtype=dtype, nvtx=True, model_overrides=model_overrides or {})
-        scope = torch.cuda.nvtx.range(p.label) if torch.cuda.is_available() else contextlib.nullcontext()
+    for cfg in configs:
+        cfg = replace(cfg, nvtx=True)
+        scope = torch.cuda.nvtx.range(label(cfg)) if torch.cuda.is_available() else contextlib.nullcontext()
         try:
             with scope:
                 row = benchmark(cfg)
         except RuntimeError as exc:  # e.g. a cuBLAS allocation failure near the memory limit: a row, not a crash
-            row = {"size": p.size, "context_length": p.context_length, "mode": p.mode,
+            row = {"size": cfg.model.name, "context_length": cfg.model.context_length, "mode": cfg.mode,
                    "status": f"error: {str(exc).splitlines()[0][:200]}"}
-        row["config"] = p.label
+        row["config"] = label(cfg)
         rows.append(row)
-        print(f"{p.label}: {row['status']}", flush=True)
+        print(f"{label(cfg)}: {row['status']}", flush=True)
     return rows
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--size", nargs="*", default=[], help="model presets; combined with every context and mode")
-    p.add_argument("--context-length", nargs="*", type=int, default=[128])
-    p.add_argument("--mode", nargs="*", choices=MODES, default=["train"])
-    p.add_argument("--config", nargs="*", default=[], help="extra single points SIZE:CONTEXT:MODE")
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--batch-size", type=int, default=4)
-    p.add_argument("--dtype", default="fp32")
-    p.add_argument("--model-overrides", type=json.loads, default={})
+    p = argparse.ArgumentParser(prog="python -m systems.profiling.target", description=__doc__,
+                                formatter_class=HelpFormatter)
+    add_model_arguments(p, sweep=True)
+    add_arguments(p, BenchConfig, sweep=True, exclude=("nvtx", "memory_snapshot"))
+    p.add_argument("--configs", help="a JSON file holding a list of configurations to run instead of the options")
     p.add_argument("--json", help="write the benchmark rows here")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    points = [Point(s, c, m) for s, c, m in product(args.size, args.context_length, args.mode)]
-    points += [Point.parse(c) for c in args.config]
-    if not points:
-        raise SystemExit("nothing to profile: give --size or --config")
-    rows = run(points, args.warmup, args.steps, args.batch_size, args.dtype, args.model_overrides)
+    p = _parser()
+    args = p.parse_args(argv)
+    if args.configs:
+        configs = [BenchConfig.from_dict(d) for d in json.loads(Path(args.configs).read_text())]
+    else:
+        configs = [build(p, BenchConfig, argparse.Namespace(**{**vars(args), "mode": mode, "dtype": dtype}), model=m)
+                   for m, mode, dtype in product(models_from_args(p, args), args.mode, args.dtype)]
+    rows = run(configs)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"provenance": stamp(), "results": rows}, f, indent=1, default=str)
     return OOM_EXIT if all(r["status"] == OOM for r in rows) else 0 if any(r["status"] == "ok" for r in rows) else 1
 
 
-def _argv(points: list[Point], warmup: int, steps: int, status: Path, dtype: str, model_overrides: dict) -> list[str]:
-    return [sys.executable, "-m", "systems.profiling.target", "--config", *(f"{p.size}:{p.context_length}:{p.mode}" for p in points),
-            "--warmup", str(warmup), "--steps", str(steps), "--dtype", dtype,
-            "--model-overrides", json.dumps(model_overrides), "--json", str(status)]
+def _argv(configs: list[BenchConfig], folder: Path) -> list[str]:
+    """The target's command line for ``configs`` (written to a JSON file in ``folder``)."""
+    (folder / "configs.json").write_text(json.dumps([asdict(c) for c in configs]))
+    return [sys.executable, "-m", "systems.profiling.target", "--configs", str(folder / "configs.json"),
+            "--json", str(folder / "status.json")]
 
 
-def profile_configs(points: list[Point], out_dir: str | Path, warmup: int = 2, steps: int = 3, dtype: str = "fp32",
-                    model_overrides: dict | None = None, timeout: float | None = None) -> dict[str, Any]:
-    """Profile the target on ``points`` with nsys; returns DataFrames and the overall status.
+def profile_configs(configs: list[BenchConfig], out_dir: str | Path, timeout: float | None = None) -> dict[str, Any]:
+    """Profile the target on ``configs`` with nsys; returns DataFrames and the overall status.
 
-    ``bench``: the benchmark rows (Python timings, status per point); ``kernels``: every kernel, labelled
-    with config / stage / phase / block / op ranges and a category; ``ranges``: every NVTX range with CPU
-    and GPU-projected times; ``status``: ``"ok"``, or ``"OOM"`` if every point ran out of memory.
+    ``bench``: the benchmark rows (Python timings, status per configuration); ``kernels``: every kernel,
+    labelled with config / stage / phase / block / op ranges and a category; ``ranges``: every NVTX range
+    with CPU and GPU-projected times; ``status``: ``"ok"``, or ``"OOM"`` if every configuration ran out of memory.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     status = out_dir / "status.json"
-    rep, proc = nsys.profile(_argv(points, warmup, steps, status, dtype, model_overrides or {}), out_dir / "report",
-                             timeout=timeout)
+    rep, proc = nsys.profile(_argv(configs, out_dir), out_dir / "report", timeout=timeout)
     if not status.exists():  # the target writes its rows last: without them it crashed
         raise RuntimeError(f"profiling target failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
     bench = pd.DataFrame(json.loads(status.read_text())["results"])
@@ -127,13 +113,7 @@ def profile_configs(points: list[Point], out_dir: str | Path, warmup: int = 2, s
             "ranges": nsys.label_ranges(nsys.range_times(trace.kernels, trace.ranges))}
 
 
-def profile_model(size: str, context_length: int, mode: str, out_dir: str | Path, **kwargs) -> dict[str, Any]:
-    """:func:`profile_configs` for one model size, context length and mode."""
-    return profile_configs([Point(size, context_length, mode)], out_dir, **kwargs)
-
-
-def synthetic_profile(points: list[Point], out_dir: str | Path, warmup: int = 1, steps: int = 2,
-                      model_overrides: dict | None = None) -> dict[str, Any]:
+def synthetic_profile(configs: list[BenchConfig], out_dir: str | Path) -> dict[str, Any]:
     """Stand-in for :func:`profile_configs` where there is no GPU or no nsys (CPU smoke runs).
 
     The benchmark rows are real (the target runs on the CPU, without nsys); the kernel trace is made up,
@@ -143,8 +123,7 @@ def synthetic_profile(points: list[Point], out_dir: str | Path, warmup: int = 1,
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     status = out_dir / "status.json"
-    subprocess.run(_argv(points, warmup, steps, status, "fp32", model_overrides or {}), check=True,
-                   capture_output=True, text=True)
+    subprocess.run(_argv(configs, out_dir), check=True, capture_output=True, text=True)
     bench = pd.DataFrame(json.loads(status.read_text())["results"])
     attention = [("attention_scores", "ampere_sgemm_128x64_tn", 40), ("attention_scores", "elementwise_kernel<MulFunctor>", 8),
                  ("attention_softmax", "cunn_SoftMaxForward<float>", 20), ("attention_output", "ampere_sgemm_64x64_nn", 40)]
@@ -175,9 +154,9 @@ def synthetic_profile(points: list[Point], out_dir: str | Path, warmup: int = 1,
         if mode == "train":
             span("optimizer", lambda: [kernel("multi_tensor_apply_kernel<AdamFunctor>", 30) for _ in range(2)])
 
-    for p in points:
-        span(p.label, lambda p=p: (span("warmup", lambda: step(p.mode)),
-                                   span("measured", lambda: [step(p.mode) for _ in range(steps)])))
+    for cfg in configs:
+        span(label(cfg), lambda cfg=cfg: (span("warmup", lambda: step(cfg.mode)),
+                                          span("measured", lambda: [step(cfg.mode) for _ in range(cfg.steps)])))
     trace = nsys.load_trace(nsys.write_sqlite(out_dir / "synthetic.sqlite", kernels, ranges))
     return {"status": "ok", "bench": bench, "report": None,
             "kernels": nsys.label_kernels(trace.kernels, trace.ranges),
