@@ -115,3 +115,11 @@ def test_model_logits_match_naive_attention():
 def test_gpu_larger(dtype):
     q, k, v = make_qkv((2, 4), 1024, 1024, 64, dtype=dtype)
     check_against_reference(APPLY, q, k, v, True, TOL[dtype])
+
+
+def test_is_causal_must_be_a_bool_and_double_backward_is_refused():
+    q, k, v = make_qkv((2,), 16, 16, 16)
+    with pytest.raises(ValueError, match="is_causal must be a bool"):
+        APPLY(q, k, v, "False")
+    with pytest.raises(RuntimeError, match="does not support double backward"):
+        torch.autograd.grad(APPLY(q, k, v, True).sum(), q, create_graph=True)

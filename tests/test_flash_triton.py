@@ -30,9 +30,9 @@ from flash_common import (
     saved_logsumexp,
 )
 
-from systems.attention import flash_triton
-from systems.attention.flash_triton import (DKDV_TILES, DQ_TILES, FWD_TILES, FlashAttentionTriton, FlashConfig, Tiles,
-                                           _one_pass, _tma_ready, flash_attention_triton)
+from systems.attention.flash_triton import FlashAttentionTriton, FlashConfig, Tiles, flash_attention_triton, launch
+from systems.attention.flash_triton.launch import _tma_ready, one_pass_backward as _one_pass
+from systems.attention.flash_triton.tiles import CANDIDATES, default_tiles
 
 APPLY = FlashAttentionTriton.apply
 GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -129,7 +129,7 @@ def deterministic_algorithms():
 def test_one_or_two_backward_passes(monkeypatch):
     # One pass only where it was measured faster and fits in registers; deterministic mode, or an explicit
     # switch, decides otherwise. (The choice is made on a GPU: the interpreter always takes two passes.)
-    monkeypatch.setattr(flash_triton, "INTERPRET", False)
+    monkeypatch.setattr(launch, "INTERPRET", False)
     auto = FlashConfig()
     x = torch.empty(1, 2, 8, 64, dtype=torch.bfloat16)
     assert _one_pass(auto, x) and _one_pass(auto, x.half()) and _one_pass(auto, x[..., :48])
@@ -138,7 +138,7 @@ def test_one_or_two_backward_passes(monkeypatch):
     assert _one_pass(FlashConfig(atomic_dq=True), x.float()) and not _one_pass(FlashConfig(atomic_dq=False), x)
     with deterministic_algorithms():
         assert not _one_pass(auto, x)
-    monkeypatch.setattr(flash_triton, "INTERPRET", True)
+    monkeypatch.setattr(launch, "INTERPRET", True)
     assert not _one_pass(auto, x)
 
 
@@ -269,8 +269,7 @@ def test_gpu_deterministic_mode_repeats_bit_for_bit():
 
 
 @pytest.mark.parametrize("d", [64, 128])
-@pytest.mark.parametrize("kind,tiles", [("fwd", t) for t in FWD_TILES] + [("dkdv", t) for t in DKDV_TILES]
-                         + [("dq", t) for t in DQ_TILES])
+@pytest.mark.parametrize("kind,tiles", [(kind, t) for kind, tiles in CANDIDATES.items() for t in tiles])
 def test_every_autotuning_candidate(kind, tiles, d):
     # autotuning may pick any candidate, so each must be right on its own; ragged lengths leave partial
     # tiles at both ends of the diagonal (bf16 on a GPU; the interpreter, which has no bf16, checks fp16)
@@ -307,12 +306,12 @@ def _compile_for_sm90(kind, dtype, d, is_causal, tma=False, atomic_dq=False, unm
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from systems.attention import flash_triton
+    from systems.attention.flash_triton import kernels
 
     kernel_name, even = KERNELS[kind]
-    fn = getattr(flash_triton, kernel_name).fn  # under the heuristics wrapper
+    fn = getattr(kernels, kernel_name)
     block_d = max(16, triton.next_power_of_2(d))
-    tiles = flash_triton._default_tiles(kind, block_d, ELEMENT_BYTES[dtype])
+    tiles = default_tiles(kind, block_d, ELEMENT_BYTES[dtype])
     consts = dict(HEAD_DIM=d, BLOCK_D=block_d, CAUSAL=is_causal, SKIP_MASKED=True, SPLIT_DIAGONAL=True,
                   BLOCK_Q=tiles.block_q, BLOCK_K=tiles.block_k, TMA=tma, **{even: False})
     if kind == "dkdv":
@@ -346,9 +345,7 @@ def test_kernels_compile_for_sm90(tmp_path):
     # The interpreter accepts code that the compiler refuses (e.g. non-constexpr globals), so compile for
     # an H100 here; no GPU is needed for that, and ptxas reports the registers. Under the interpreter the
     # kernels are not compilable objects: run this test again in a process without it.
-    from systems.attention.flash_triton import INTERPRET
-
-    if INTERPRET:
+    if launch.INTERPRET:
         node = os.environ["PYTEST_CURRENT_TEST"].rsplit(" ", 1)[0]
         env = os.environ | {"TRITON_INTERPRET": "0"}  # conftest only sets it where unset
         run = subprocess.run([sys.executable, "-m", "pytest", node, "-q", "-p", "no:cacheprovider", "-o", "addopts="],
@@ -386,3 +383,75 @@ def test_kernels_compile_for_sm90(tmp_path):
     assert _ptxas_report(ptx, tmp_path)[1]
     ptx = _compile_for_sm90("dkdv", "bf16", 64, True, tma=True, atomic_dq=True, unmasked_first=False)
     assert not _ptxas_report(ptx, tmp_path)[1]
+
+
+# ---- hostile input --------------------------------------------------------------------------------------------
+
+
+def test_is_causal_must_be_a_bool():
+    q, k, v = make_qkv((2,), 16, 16, 16)
+    for bad in ("False", 0, None):
+        with pytest.raises(ValueError, match="is_causal must be a bool"):
+            flash_attention_triton(q, k, v, bad)
+
+
+@pytest.mark.skipif(DEVICE.type == "cuda", reason="the interpreter's limit: on a GPU bf16 is the fast path")
+def test_the_interpreter_refuses_bf16_instead_of_returning_garbage():
+    q, k, v = make_qkv((2,), 16, 16, 16, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="interpreter cannot compute bf16"):
+        flash_attention_triton(q, k, v, True)
+
+
+def test_double_backward_is_refused():
+    q, k, v = make_qkv((1,), 16, 16, 16)
+    (dq,) = torch.autograd.grad(flash_attention_triton(q, k, v, True).sum(), q)  # first order still works
+    with pytest.raises(RuntimeError, match="does not support double backward"):
+        torch.autograd.grad(flash_attention_triton(q, k, v, True).sum(), q, create_graph=True)
+
+
+def test_gradient_of_the_output_through_its_own_strides():
+    # a dO laid out as (B, N, H, d), as the model's output projection returns it: read in place, not copied
+    q, k, v = make_qkv((2, 3), 40, 40, 32)
+    do = torch.randn(2, 40, 3, 32, device=DEVICE).transpose(1, 2)
+    assert not do.is_contiguous()
+    check_against_reference(APPLY, q, k, v, True, tol(torch.float32), do=do)
+
+
+# ---- the launch path ------------------------------------------------------------------------------------------
+
+
+class _NoTuning:
+    def __getitem__(self, grid):
+        raise AssertionError("tuned again for a shape key it had tuned already")
+
+
+@pytest.mark.gpu
+@GPU
+def test_gpu_tiles_are_tuned_once_per_shape_key(monkeypatch):
+    q, k, v = make_qkv((2, 4), 300, 300, 64, dtype=torch.bfloat16)
+    flash_attention_triton(q, k, v, True).sum().backward()
+    assert {key[0] for key in launch.CHOSEN} >= {"fwd", "dkdv"}
+    for kind in launch.TUNERS:
+        monkeypatch.setitem(launch.TUNERS, kind, _NoTuning())
+    q, k, v = make_qkv((2, 4), 270, 270, 64, dtype=torch.bfloat16)  # another length in the same bucket
+    check_against_reference(APPLY, q, k, v, True, tol(torch.bfloat16))
+
+
+@pytest.mark.gpu
+@GPU
+def test_gpu_model_compiled_with_cuda_graphs_matches_eager():
+    # mode="reduce-overhead" records the step's launches in a CUDA graph and replays them: the custom ops must
+    # allow that (no host synchronisation, no tuning during capture) and give the eager results
+    from systems.model import TransformerLM, preset
+
+    torch.manual_seed(0)
+    model = TransformerLM(preset("tiny", vocab_size=97, context_length=128, attention="flash_triton")).to(DEVICE)
+    tokens = torch.randint(0, 97, (4, 128), device=DEVICE)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        want = model(tokens).float()
+        compiled = torch.compile(model, mode="reduce-overhead")
+        for _ in range(3):  # warm-up runs, then recorded, then replayed
+            got = compiled(tokens).float()
+            got.sum().backward()
+    torch.testing.assert_close(got, want, rtol=3e-2, atol=3e-2)
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())

@@ -48,3 +48,17 @@ def check_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) ->
 def as_4d(t: torch.Tensor) -> torch.Tensor:
     """(B, N, d) -> (B, 1, N, d) as a view; (B, H, N, d) unchanged. Kernels see one layout, copies never."""
     return t.unsqueeze(1) if t.dim() == 3 else t
+
+
+def check_is_causal(is_causal) -> None:
+    """``is_causal`` must be a bool: a string such as "False" is truthy and would silently mean causal."""
+    if not isinstance(is_causal, bool):
+        raise ValueError(f"is_causal must be a bool, got {type(is_causal).__name__} {is_causal!r}")
+
+
+def refuse_double_backward(name: str) -> None:
+    """Called first in a FlashAttention backward: grad mode is on there only under ``create_graph=True``, which
+    would differentiate a backward that treats the saved log-sum-exp L as a constant, and so be wrong."""
+    if torch.is_grad_enabled():
+        raise RuntimeError(f"{name} does not support double backward (create_graph=True): its backward treats the "
+                           "saved log-sum-exp as a constant; use naive attention for higher-order gradients")

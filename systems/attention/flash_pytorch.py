@@ -21,7 +21,7 @@ import math
 
 import torch
 
-from systems.attention._checks import check_attention_inputs
+from systems.attention._checks import check_attention_inputs, check_is_causal, refuse_double_backward
 from systems.attention.reference import causal_mask
 
 TILE = 64  # B_q = B_k; the handout asks for tiles of at least 16 x 16
@@ -108,6 +108,7 @@ class FlashAttentionPytorch(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, is_causal=False):
         check_attention_inputs(q, k, v)
+        check_is_causal(is_causal)
         o, L = flash_forward_tiled(q, k, v, is_causal)
         ctx.is_causal = is_causal
         # L has the shape q.shape[:-1] and is the only saved tensor with that shape (the CS336 tests find it so)
@@ -116,6 +117,7 @@ class FlashAttentionPytorch(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, do):
+        refuse_double_backward("FlashAttentionPytorch")
         L, q, k, v, o = ctx.saved_tensors
         scale = 1.0 / math.sqrt(q.shape[-1])
         dq, dk, dv = _backward(q, k, v, o, do, L, is_causal=ctx.is_causal, scale=scale)

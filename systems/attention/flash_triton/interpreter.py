@@ -1,0 +1,23 @@
+"""One fix to Triton's CPU interpreter, which the tests and CPU smoke runs execute the kernels in.
+
+Triton 3.6's interpreter holds scalars as 1-element arrays and converts them with ``int(array)`` when they bound a
+``range``; numpy 2.4 refuses that conversion for arrays with ndim > 0, so every loop with a run-time bound fails.
+``.item()`` converts either. Applied by the launcher before the first interpreted launch, never on a GPU.
+"""
+
+from __future__ import annotations
+
+
+def patch_index() -> None:
+    from triton.runtime import interpreter
+
+    original = interpreter._patch_lang_tensor
+    if getattr(original, "patched_index", False):
+        return
+
+    def patched(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.item()))
+
+    patched.patched_index = True
+    interpreter._patch_lang_tensor = patched

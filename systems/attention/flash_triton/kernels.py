@@ -1,0 +1,384 @@
+"""The kernels: FlashAttention-2's forward (Algorithm 1) and backward (Algorithm 2), in Triton.
+
+The forward runs one program per (query tile, batch*head) and keeps the running max m, sum l and output O in
+fp32 registers while it walks over the key tiles. The backward first computes D = rowsum(dO ∘ O), then one pass
+over key tiles accumulates dK and dV (each program owns one key tile, so it writes them without atomics). dQ is
+summed over key tiles too: either in that same pass, each program adding its share into an fp32 buffer (one pass,
+five matrix products per tile pair), or in a second pass over query tiles that recomputes P and dP (seven products,
+no atomics, deterministic). P is recomputed from the saved log-sum-exp L. Causal masking (top-left aligned: key j
+is visible to query i iff j <= i, also when Nq != Nk) skips tiles that are masked for every row and compares
+indices only on tiles that straddle the diagonal or the end of the sequence; elsewhere the loop runs without masks.
+
+Tiles are addressed with pointer arithmetic and masks, or, with ``TMA``, through tensor descriptors the Hopper
+copy engine loads. Compiled for sm_90 (Triton 3.6) with unit head-dim strides, the tile loads in the loops become
+pipelined cp.async copies and the products wgmma. Constexpr switches (CAPS) are decided on the host by
+:mod:`systems.attention.flash_triton.launch`, the ``EVEN_*`` flags included, so a launch goes straight to the
+compiled kernel.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+# exp(x) = exp2(x * log2(e)); exp2 is the cheaper instruction. A constexpr: kernels may read no other globals.
+LOG2E = tl.constexpr(1.4426950408889634)
+
+@triton.jit
+def _tile(base, rows, cols, stride_row, stride_col):
+    """Pointers to the (len(rows), len(cols)) tile of a row-major-ish matrix at ``base``."""
+    return base + rows[:, None] * stride_row + cols[None, :] * stride_col
+
+
+@triton.jit
+def _load(ptrs, rows, cols, n_rows, HEAD_DIM: tl.constexpr, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr):
+    """A tile load masked only on the dimensions that can run past the tensor (zero padded)."""
+    if CHECK_ROWS:
+        if CHECK_COLS:
+            x = tl.load(ptrs, mask=(rows[:, None] < n_rows) & (cols[None, :] < HEAD_DIM), other=0.0)
+        else:
+            x = tl.load(ptrs, mask=rows[:, None] < n_rows, other=0.0)
+    else:
+        if CHECK_COLS:
+            x = tl.load(ptrs, mask=cols[None, :] < HEAD_DIM, other=0.0)
+        else:
+            x = tl.load(ptrs)
+    return x
+
+
+@triton.jit
+def _store(ptrs, x, rows, cols, n_rows, HEAD_DIM: tl.constexpr):
+    tl.store(ptrs, x.to(ptrs.dtype.element_ty), mask=(rows[:, None] < n_rows) & (cols[None, :] < HEAD_DIM))
+
+
+@triton.jit
+def _rows(base, n_rows, stride_row, HEAD_DIM: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_D: tl.constexpr,
+          TMA: tl.constexpr):
+    """What a loop streams (BLOCK_ROWS, BLOCK_D) tiles from: a tensor descriptor over the (n_rows, HEAD_DIM)
+    matrix at ``base`` with TMA (the host checked its layout), else the base pointer itself."""
+    if TMA:
+        src = tl.make_tensor_descriptor(base, [n_rows, HEAD_DIM], [stride_row, 1], [BLOCK_ROWS, BLOCK_D])
+    else:
+        src = base
+    return src
+
+
+@triton.jit
+def _stream(src, row0, rows, cols, stride_row, stride_col, n_rows, HEAD_DIM: tl.constexpr, CHECK_ROWS: tl.constexpr,
+            CHECK_COLS: tl.constexpr, TMA: tl.constexpr):
+    """The tile of ``rows`` (starting at row0) from :func:`_rows`'s source. Through a descriptor the copy
+    engine loads it and zero-fills past the rows and the head dim; no addresses or masks are computed."""
+    if TMA:
+        x = src.load([row0, 0])
+    else:
+        x = _load(_tile(src, rows, cols, stride_row, stride_col), rows, cols, n_rows, HEAD_DIM, CHECK_ROWS, CHECK_COLS)
+    return x
+
+
+@triton.jit
+def _key_ranges(q0, N_KEYS, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, CAUSAL: tl.constexpr,
+                SKIP_MASKED: tl.constexpr, SPLIT_DIAGONAL: tl.constexpr):
+    """For the query tile starting at q0: key tiles [0, mid) need no mask, [mid, hi) need index comparisons.
+
+    Used by the forward and the dQ pass, which both hold one query tile and walk over key tiles.
+    """
+    if CAUSAL and SKIP_MASKED:
+        hi = tl.minimum(N_KEYS, q0 + BLOCK_Q)  # later key tiles are masked for every row of this tile
+    else:
+        hi = N_KEYS
+    if SPLIT_DIAGONAL:
+        # Unmasked: tiles wholly inside the sequence and, if causal, left of the tile's first query.
+        if CAUSAL:
+            mid = (tl.minimum(q0 + 1, N_KEYS) // BLOCK_K) * BLOCK_K
+        else:
+            mid = (N_KEYS // BLOCK_K) * BLOCK_K
+    else:
+        mid = 0
+    return mid, hi
+
+
+@triton.jit
+def _fwd_inner(acc, l_i, m_i, q, K, V, stride_kn, stride_kd, stride_vn, stride_vd, offs_q, offs_d, start, end,
+               N_KEYS, qk_scale, BLOCK_K: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
+               MASKED: tl.constexpr, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr, TMA: tl.constexpr):
+    """Online softmax over key tiles [start, end): the body of Algorithm 1, scores in log2 units."""
+    for k0 in range(start, end, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        k = _stream(K, k0, offs_k, offs_d, stride_kn, stride_kd, N_KEYS, HEAD_DIM, CHECK_ROWS, CHECK_COLS,
+                    TMA)  # (BLOCK_K, BLOCK_D)
+        v = _stream(V, k0, offs_k, offs_d, stride_vn, stride_vd, N_KEYS, HEAD_DIM, CHECK_ROWS, CHECK_COLS, TMA)
+        s = tl.dot(q, tl.trans(k))  # (BLOCK_Q, BLOCK_K), not yet scaled
+        if MASKED:
+            keep = offs_k[None, :] < N_KEYS
+            if CAUSAL:
+                keep = keep & (offs_k[None, :] <= offs_q[:, None])
+            # -inf is safe: key 0 is visible to every row and its tile comes first, so m_i is finite
+            s = tl.where(keep, s, float("-inf"))
+        # The scale is positive, so it commutes with the max: scaled there (a vector) and inside exp2's
+        # argument (one FFMA per score), not score by score first.
+        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+        p = tl.math.exp2(s * qk_scale - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = tl.dot(p.to(v.dtype), v, acc=acc * alpha[:, None])  # P̃ in V's dtype, fp32 accumulator
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit
+def flash_fwd_kernel(
+    Q, K, V, O, L,
+    stride_qb, stride_qh, stride_qn, stride_qd,
+    stride_kb, stride_kh, stride_kn, stride_kd,
+    stride_vb, stride_vh, stride_vn, stride_vd,
+    stride_ob, stride_oh, stride_on, stride_od,
+    H, N_QUERIES, N_KEYS, qk_scale,
+    Q_BUCKET, K_BUCKET,  # autotuning keys only (sequence lengths rounded up)
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, SKIP_MASKED: tl.constexpr,
+    SPLIT_DIAGONAL: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
+    TMA: tl.constexpr,
+):
+    """O (B, H, Nq, d) and L (B, H, Nq) fp32 (natural log) for one query tile of one (batch, head)."""
+    if CAUSAL:
+        # Causal tiles near the end of the sequence do the most work: start them first so the
+        # short ones fill the gaps at the end of the grid.
+        query_tile = tl.num_programs(0) - 1 - tl.program_id(0)
+    else:
+        query_tile = tl.program_id(0)
+    bh = tl.program_id(1)
+    b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)  # int64: offsets can pass 2**31 elements
+    q0 = query_tile * BLOCK_Q
+    CHECK_COLS: tl.constexpr = BLOCK_D != HEAD_DIM
+    offs_q = q0 + tl.arange(0, BLOCK_Q)
+    offs_d = tl.arange(0, BLOCK_D)
+    K_bh = _rows(K + b * stride_kb + h * stride_kh, N_KEYS, stride_kn, HEAD_DIM, BLOCK_K, BLOCK_D, TMA)
+    V_bh = _rows(V + b * stride_vb + h * stride_vh, N_KEYS, stride_vn, HEAD_DIM, BLOCK_K, BLOCK_D, TMA)
+
+    q = _load(_tile(Q + b * stride_qb + h * stride_qh, offs_q, offs_d, stride_qn, stride_qd), offs_q, offs_d,
+              N_QUERIES, HEAD_DIM, True, CHECK_COLS)  # (BLOCK_Q, BLOCK_D)
+    m_i = tl.full((BLOCK_Q,), float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros((BLOCK_Q,), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_Q, BLOCK_D), dtype=tl.float32)
+
+    mid, hi = _key_ranges(q0, N_KEYS, BLOCK_Q, BLOCK_K, CAUSAL, SKIP_MASKED, SPLIT_DIAGONAL)
+    acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, K_bh, V_bh, stride_kn, stride_kd, stride_vn, stride_vd, offs_q,
+                               offs_d, 0, mid, N_KEYS, qk_scale, BLOCK_K, HEAD_DIM, CAUSAL, False, False, CHECK_COLS,
+                               TMA)
+    acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, K_bh, V_bh, stride_kn, stride_kd, stride_vn, stride_vd, offs_q,
+                               offs_d, mid, hi, N_KEYS, qk_scale, BLOCK_K, HEAD_DIM, CAUSAL, True, not EVEN_K,
+                               CHECK_COLS, TMA)
+
+    _store(_tile(O + b * stride_ob + h * stride_oh, offs_q, offs_d, stride_on, stride_od), acc / l_i[:, None],
+           offs_q, offs_d, N_QUERIES, HEAD_DIM)
+    # L is contiguous (B, H, Nq); m_i is in log2 units, L in natural log as the tests compare it
+    tl.store(L + bh.to(tl.int64) * N_QUERIES + offs_q, (m_i + tl.math.log2(l_i)) / LOG2E,
+             mask=offs_q < N_QUERIES)
+
+
+@triton.jit
+def flash_bwd_preprocess_kernel(O, DO, DELTA, DQ_ACC, stride_ob, stride_oh, stride_on, stride_od,
+                                stride_dob, stride_doh, stride_don, stride_dod, H, N_QUERIES, scale,
+                                HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_Q: tl.constexpr,
+                                ZERO_DQ: tl.constexpr):
+    """D/√d = rowsum(dO ∘ O) * scale in fp32, (B, H, Nq), reading dO through its own strides (the stride-0
+    gradient of ``o.sum()`` included); with ``ZERO_DQ`` also the zeros the one-pass backward adds dQ onto, so
+    that the accumulator needs no memset launch of its own.
+
+    Scaled, so that the backward kernels compute dS/√d = P ∘ (dP/√d − D/√d) with one fused multiply-add
+    per score, and dQ and dK come out of their products already scaled."""
+    bh = tl.program_id(1)
+    b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
+    offs_q = tl.program_id(0) * BLOCK_Q + tl.arange(0, BLOCK_Q)
+    offs_d = tl.arange(0, BLOCK_D)
+    o = _load(_tile(O + b * stride_ob + h * stride_oh, offs_q, offs_d, stride_on, stride_od), offs_q, offs_d,
+              N_QUERIES, HEAD_DIM, True, True)
+    do = _load(_tile(DO + b * stride_dob + h * stride_doh, offs_q, offs_d, stride_don, stride_dod), offs_q, offs_d,
+               N_QUERIES, HEAD_DIM, True, True)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1) * scale
+    in_seq = offs_q < N_QUERIES
+    tl.store(DELTA + bh.to(tl.int64) * N_QUERIES + offs_q, delta, mask=in_seq)
+    if ZERO_DQ:  # (B, H, Nq, BLOCK_D) fp32, rows BLOCK_D wide
+        rows = DQ_ACC + bh.to(tl.int64) * N_QUERIES * BLOCK_D + offs_q[:, None] * BLOCK_D + offs_d[None, :]
+        tl.store(rows, tl.zeros((BLOCK_Q, BLOCK_D), dtype=tl.float32), mask=in_seq[:, None])
+
+
+@triton.jit
+def _dkdv_inner(dk, dv, k, v, Q, DO, DQ, stride_qn, stride_qd, stride_don, stride_dod, L_bh, DELTA_bh, offs_k,
+                offs_d, start, end, N_QUERIES, qk_scale, scale, BLOCK_Q: tl.constexpr, BLOCK_D: tl.constexpr,
+                HEAD_DIM: tl.constexpr, MASKED: tl.constexpr, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr,
+                TMA: tl.constexpr, ATOMIC_DQ: tl.constexpr, REDUCE_TMA: tl.constexpr):
+    """dK, dV of one key tile over query tiles [start, end), in the transposed frame (keys as rows).
+
+    With ``ATOMIC_DQ`` this key tile's share of dQ is added to the fp32 accumulator DQ (rows BLOCK_D wide)
+    as well, through the copy engine's bulk reduction with ``REDUCE_TMA``, else with atomic adds."""
+    for q0 in range(start, end, BLOCK_Q):
+        offs_q = q0 + tl.arange(0, BLOCK_Q)
+        q = _stream(Q, q0, offs_q, offs_d, stride_qn, stride_qd, N_QUERIES, HEAD_DIM, CHECK_ROWS, CHECK_COLS,
+                    TMA)  # (BLOCK_Q, BLOCK_D)
+        do = _stream(DO, q0, offs_q, offs_d, stride_don, stride_dod, N_QUERIES, HEAD_DIM, CHECK_ROWS, CHECK_COLS,
+                     TMA)
+        in_seq = offs_q < N_QUERIES
+        # Rows past the end get L = +inf, so their P is exactly 0 and they add nothing below.
+        lse = tl.load(L_bh + offs_q, mask=in_seq, other=float("inf")) * LOG2E
+        delta = tl.load(DELTA_bh + offs_q, mask=in_seq, other=0.0)
+        s_t = tl.dot(k, tl.trans(q)) * qk_scale  # Sᵀ (BLOCK_K, BLOCK_Q), log2 units
+        # dPᵀ = V dOᵀ (eq. 16) before the exponentials, so that the tensor cores compute it while they run;
+        # issued after dV's product it would also wait for that one (wgmma waits are in issue order).
+        dp_t = tl.dot(v, tl.trans(do))
+        if MASKED:
+            s_t = tl.where(offs_k[:, None] <= offs_q[None, :], s_t, float("-inf"))
+        p_t = tl.math.exp2(s_t - lse[None, :])  # Pᵀ = exp(S - L)ᵀ, eq. 14
+        dv = tl.dot(p_t.to(do.dtype), do, acc=dv)  # dV += Pᵀ dO, eq. 15
+        ds_t = (p_t * (dp_t * scale - delta[None, :])).to(q.dtype)  # dSᵀ/√d, eq. 17 (delta holds D/√d)
+        dk = tl.dot(ds_t, q, acc=dk)  # dK += dSᵀ Q, eq. 19
+        if ATOMIC_DQ:
+            dq = tl.dot(tl.trans(ds_t), k)  # this key tile's part of dQ = dS K, eq. 18
+            if REDUCE_TMA:
+                DQ.atomic_add([q0, 0], dq)
+            else:
+                tl.atomic_add(DQ + offs_q[:, None] * BLOCK_D + offs_d[None, :], dq, mask=in_seq[:, None],
+                              sem="relaxed")
+    return dk, dv
+
+
+@triton.jit
+def flash_bwd_dkdv_kernel(
+    Q, K, V, DO, L, DELTA, DK, DV, DQ_ACC,
+    stride_qb, stride_qh, stride_qn, stride_qd,
+    stride_kb, stride_kh, stride_kn, stride_kd,
+    stride_vb, stride_vh, stride_vn, stride_vd,
+    stride_dob, stride_doh, stride_don, stride_dod,
+    stride_dkb, stride_dkh, stride_dkn, stride_dkd,  # dK and dV share this contiguous layout
+    H, N_QUERIES, N_KEYS, qk_scale, scale,
+    Q_BUCKET, K_BUCKET,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, SKIP_MASKED: tl.constexpr,
+    SPLIT_DIAGONAL: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_Q: tl.constexpr,
+    UNMASKED_FIRST: tl.constexpr, TMA: tl.constexpr, ATOMIC_DQ: tl.constexpr, REDUCE_TMA: tl.constexpr,
+):
+    """Backward pass 1: each program owns one key tile and sums its dK, dV over all query tiles (and, with
+    ATOMIC_DQ, adds its share of dQ into DQ_ACC, fp32 (B, H, Nq, BLOCK_D), so that pass 2 is not needed)."""
+    bh = tl.program_id(1)
+    b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
+    k0 = tl.program_id(0) * BLOCK_K
+    CHECK_COLS: tl.constexpr = BLOCK_D != HEAD_DIM
+    offs_k = k0 + tl.arange(0, BLOCK_K)
+    offs_d = tl.arange(0, BLOCK_D)
+
+    k = _load(_tile(K + b * stride_kb + h * stride_kh, offs_k, offs_d, stride_kn, stride_kd), offs_k, offs_d, N_KEYS,
+              HEAD_DIM, True, CHECK_COLS)  # (BLOCK_K, BLOCK_D)
+    v = _load(_tile(V + b * stride_vb + h * stride_vh, offs_k, offs_d, stride_vn, stride_vd), offs_k, offs_d, N_KEYS,
+              HEAD_DIM, True, CHECK_COLS)
+    dk = tl.zeros((BLOCK_K, BLOCK_D), dtype=tl.float32)
+    dv = tl.zeros((BLOCK_K, BLOCK_D), dtype=tl.float32)
+    Q_bh = _rows(Q + b * stride_qb + h * stride_qh, N_QUERIES, stride_qn, HEAD_DIM, BLOCK_Q, BLOCK_D, TMA)
+    DO_bh = _rows(DO + b * stride_dob + h * stride_doh, N_QUERIES, stride_don, HEAD_DIM, BLOCK_Q, BLOCK_D, TMA)
+    L_bh = L + bh.to(tl.int64) * N_QUERIES
+    DELTA_bh = DELTA + bh.to(tl.int64) * N_QUERIES
+    DQ_bh = DQ_ACC + bh.to(tl.int64) * N_QUERIES * BLOCK_D
+    if REDUCE_TMA:
+        DQ_bh = tl.make_tensor_descriptor(DQ_bh, [N_QUERIES, BLOCK_D], [BLOCK_D, 1], [BLOCK_Q, BLOCK_D])
+
+    # Query tiles [lo, mid) straddle the diagonal (masked), [mid, Nq) see the whole key tile.
+    if CAUSAL:
+        if SKIP_MASKED:
+            lo = (k0 // BLOCK_Q) * BLOCK_Q  # earlier query tiles see none of these keys
+        else:
+            lo = 0
+        if SPLIT_DIAGONAL:
+            mid = tl.minimum(tl.cdiv(k0 + BLOCK_K - 1, BLOCK_Q) * BLOCK_Q, N_QUERIES)
+        else:
+            mid = N_QUERIES
+    else:
+        lo = 0
+        mid = 0
+    # Rows past Nq are neutralised through L = +inf, so the query bound needs no comparison on tiles.
+    # The unmasked tiles go first: in the other order the two-pass kernel's dK and dV leave the masked loop
+    # with products still in flight, and ptxas (sm_90) serialises the wgmma products of both loops (its
+    # warning C7515). The one-pass kernel waits for each tile's dQ product, so either order compiles well.
+    if UNMASKED_FIRST:
+        dk, dv = _dkdv_inner(dk, dv, k, v, Q_bh, DO_bh, DQ_bh, stride_qn, stride_qd, stride_don, stride_dod, L_bh,
+                             DELTA_bh, offs_k, offs_d, mid, N_QUERIES, N_QUERIES, qk_scale, scale, BLOCK_Q, BLOCK_D,
+                             HEAD_DIM, False, not EVEN_Q, CHECK_COLS, TMA, ATOMIC_DQ, REDUCE_TMA)
+    dk, dv = _dkdv_inner(dk, dv, k, v, Q_bh, DO_bh, DQ_bh, stride_qn, stride_qd, stride_don, stride_dod, L_bh,
+                         DELTA_bh, offs_k, offs_d, lo, mid, N_QUERIES, qk_scale, scale, BLOCK_Q, BLOCK_D, HEAD_DIM,
+                         True, not EVEN_Q, CHECK_COLS, TMA, ATOMIC_DQ, REDUCE_TMA)
+    if not UNMASKED_FIRST:
+        dk, dv = _dkdv_inner(dk, dv, k, v, Q_bh, DO_bh, DQ_bh, stride_qn, stride_qd, stride_don, stride_dod, L_bh,
+                             DELTA_bh, offs_k, offs_d, mid, N_QUERIES, N_QUERIES, qk_scale, scale, BLOCK_Q, BLOCK_D,
+                             HEAD_DIM, False, not EVEN_Q, CHECK_COLS, TMA, ATOMIC_DQ, REDUCE_TMA)
+
+    out = b * stride_dkb + h * stride_dkh
+    _store(_tile(DK + out, offs_k, offs_d, stride_dkn, stride_dkd), dk, offs_k, offs_d, N_KEYS, HEAD_DIM)
+    _store(_tile(DV + out, offs_k, offs_d, stride_dkn, stride_dkd), dv, offs_k, offs_d, N_KEYS, HEAD_DIM)
+
+
+@triton.jit
+def _dq_inner(dq, q, do, lse, delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd, offs_q, offs_d, start, end,
+              N_KEYS, qk_scale, scale, BLOCK_K: tl.constexpr, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
+              MASKED: tl.constexpr, CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr, TMA: tl.constexpr):
+    """dQ of one query tile over key tiles [start, end)."""
+    for k0 in range(start, end, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        k = _stream(K, k0, offs_k, offs_d, stride_kn, stride_kd, N_KEYS, HEAD_DIM, CHECK_ROWS, CHECK_COLS,
+                    TMA)  # (BLOCK_K, BLOCK_D)
+        v = _stream(V, k0, offs_k, offs_d, stride_vn, stride_vd, N_KEYS, HEAD_DIM, CHECK_ROWS, CHECK_COLS, TMA)
+        s = tl.dot(q, tl.trans(k)) * qk_scale  # (BLOCK_Q, BLOCK_K), log2 units
+        if MASKED:
+            # Keys past Nk must be masked here: their P = exp(-L) could overflow and turn 0 * inf into NaN.
+            keep = offs_k[None, :] < N_KEYS
+            if CAUSAL:
+                keep = keep & (offs_k[None, :] <= offs_q[:, None])
+            s = tl.where(keep, s, float("-inf"))
+        p = tl.math.exp2(s - lse[:, None])  # eq. 14
+        dp = tl.dot(do, tl.trans(v))  # eq. 16
+        ds = p * (dp * scale - delta[:, None])  # dS/√d, eq. 17 (delta holds D/√d)
+        dq = tl.dot(ds.to(k.dtype), k, acc=dq)  # eq. 18
+    return dq
+
+
+@triton.jit
+def flash_bwd_dq_kernel(
+    Q, K, V, DO, L, DELTA, DQ,
+    stride_qb, stride_qh, stride_qn, stride_qd,
+    stride_kb, stride_kh, stride_kn, stride_kd,
+    stride_vb, stride_vh, stride_vn, stride_vd,
+    stride_dob, stride_doh, stride_don, stride_dod,
+    stride_dqb, stride_dqh, stride_dqn, stride_dqd,
+    H, N_QUERIES, N_KEYS, qk_scale, scale,
+    Q_BUCKET, K_BUCKET,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, SKIP_MASKED: tl.constexpr,
+    SPLIT_DIAGONAL: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
+    TMA: tl.constexpr,
+):
+    """Backward pass 2: each program owns one query tile and sums its dQ over the key tiles it sees."""
+    if CAUSAL:
+        query_tile = tl.num_programs(0) - 1 - tl.program_id(0)  # longest rows first, as in the forward
+    else:
+        query_tile = tl.program_id(0)
+    bh = tl.program_id(1)
+    b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
+    q0 = query_tile * BLOCK_Q
+    CHECK_COLS: tl.constexpr = BLOCK_D != HEAD_DIM
+    offs_q = q0 + tl.arange(0, BLOCK_Q)
+    offs_d = tl.arange(0, BLOCK_D)
+    in_seq = offs_q < N_QUERIES
+
+    q = _load(_tile(Q + b * stride_qb + h * stride_qh, offs_q, offs_d, stride_qn, stride_qd), offs_q, offs_d,
+              N_QUERIES, HEAD_DIM, True, CHECK_COLS)  # (BLOCK_Q, BLOCK_D)
+    do = _load(_tile(DO + b * stride_dob + h * stride_doh, offs_q, offs_d, stride_don, stride_dod), offs_q, offs_d,
+               N_QUERIES, HEAD_DIM, True, CHECK_COLS)
+    # Rows past Nq load L = 0, D = 0: finite, and their dQ is never stored.
+    lse = tl.load(L + bh.to(tl.int64) * N_QUERIES + offs_q, mask=in_seq, other=0.0) * LOG2E
+    delta = tl.load(DELTA + bh.to(tl.int64) * N_QUERIES + offs_q, mask=in_seq, other=0.0)
+    dq = tl.zeros((BLOCK_Q, BLOCK_D), dtype=tl.float32)
+    K_bh = _rows(K + b * stride_kb + h * stride_kh, N_KEYS, stride_kn, HEAD_DIM, BLOCK_K, BLOCK_D, TMA)
+    V_bh = _rows(V + b * stride_vb + h * stride_vh, N_KEYS, stride_vn, HEAD_DIM, BLOCK_K, BLOCK_D, TMA)
+
+    mid, hi = _key_ranges(q0, N_KEYS, BLOCK_Q, BLOCK_K, CAUSAL, SKIP_MASKED, SPLIT_DIAGONAL)
+    dq = _dq_inner(dq, q, do, lse, delta, K_bh, V_bh, stride_kn, stride_kd, stride_vn, stride_vd, offs_q, offs_d,
+                   0, mid, N_KEYS, qk_scale, scale, BLOCK_K, HEAD_DIM, CAUSAL, False, False, CHECK_COLS, TMA)
+    dq = _dq_inner(dq, q, do, lse, delta, K_bh, V_bh, stride_kn, stride_kd, stride_vn, stride_vd, offs_q, offs_d,
+                   mid, hi, N_KEYS, qk_scale, scale, BLOCK_K, HEAD_DIM, CAUSAL, True, not EVEN_K, CHECK_COLS, TMA)
+
+    _store(_tile(DQ + b * stride_dqb + h * stride_dqh, offs_q, offs_d, stride_dqn, stride_dqd), dq, offs_q,
+           offs_d, N_QUERIES, HEAD_DIM)

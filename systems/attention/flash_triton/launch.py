@@ -1,0 +1,220 @@
+"""Launching the kernels: tiles chosen once per shape key, the per-call switches, and the custom ops torch.compile sees.
+
+A call does per launch only what the call needs. The tiles are decided once per shape key (autotuned on the GPU
+the first time a key is seen, then remembered in :data:`CHOSEN`), and every later launch goes straight to the
+compiled kernel with its tiles and the ``EVEN_*`` flags computed here, past Triton's autotuning and heuristics
+wrappers. The shape key is what changes the best tiles: the head dim, causality, dtype, the switches, and the
+sequence lengths rounded to a power of two (capped), so a new length in the same bucket does not tune again.
+
+:func:`forward` and :func:`backward` are the two entry points of the autograd function in eager mode. Each is
+also a ``torch.library.custom_op`` (:data:`flash_fwd`, :data:`flash_bwd`) with a fake implementation, so that
+``torch.compile`` treats the kernels as opaque calls with known output shapes instead of tracing the launcher
+(custom ops take their configuration encoded as a list of ints).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+import triton
+
+from systems.attention.flash_triton import kernels
+from systems.attention.flash_triton.tiles import CANDIDATES, FlashConfig, Tiles, default_tiles, fitting
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+JIT = {"fwd": kernels.flash_fwd_kernel, "dkdv": kernels.flash_bwd_dkdv_kernel, "dq": kernels.flash_bwd_dq_kernel}
+# kernel -> (its EVEN flag, the length it tests, the tile it divides by), and the tile its programs own
+EVEN = {"fwd": ("EVEN_K", "N_KEYS", "BLOCK_K"), "dkdv": ("EVEN_Q", "N_QUERIES", "BLOCK_Q"),
+        "dq": ("EVEN_K", "N_KEYS", "BLOCK_K")}
+PROGRAM_TILE = {"fwd": "BLOCK_Q", "dkdv": "BLOCK_K", "dq": "BLOCK_Q"}
+TUNE_KEY = ("Q_BUCKET", "K_BUCKET", "HEAD_DIM", "CAUSAL", "SKIP_MASKED", "SPLIT_DIAGONAL", "UNMASKED_FIRST", "TMA",
+            "ATOMIC_DQ")
+CHOSEN: dict[tuple, Tiles] = {}  # shape key -> the tiles autotuning chose for it
+_interpreter_ready = False
+
+
+def _tuner(kind: str):
+    """The kernel under triton.autotune, for the first launch of a shape key: candidates pruned by shared memory,
+    keyed on what changes the best tiles. Its EVEN flag follows each candidate's tile (a heuristic)."""
+    flag, length, tile = EVEN[kind]
+
+    def prune(configs, named_args, **kwargs):
+        fits = fitting(kind, [_to_tiles(c) for c in configs], kwargs["BLOCK_D"], named_args["Q"].element_size())
+        return [c for c in configs if _to_tiles(c) in fits]
+
+    configs = [triton.Config({"BLOCK_Q": t.block_q, "BLOCK_K": t.block_k}, num_warps=t.num_warps,
+                             num_stages=t.num_stages) for t in CANDIDATES[kind]]
+    even = triton.heuristics({flag: lambda a: a[length] % a[tile] == 0})(JIT[kind])
+    # The dtype of every tensor argument joins the key automatically. cache_results keeps the choice on disk
+    # (in Triton's cache directory), so only the first run on a machine pays for tuning. Timing a candidate runs
+    # the kernel: the dQ it adds up must start from zero again each time.
+    return triton.autotune(configs=configs, key=list(TUNE_KEY), prune_configs_by={"early_config_prune": prune},
+                           reset_to_zero=["DQ_ACC"] if kind == "dkdv" else None, cache_results=True)(even)
+
+
+TUNERS = {kind: _tuner(kind) for kind in JIT}
+
+
+def _to_tiles(c: triton.Config) -> Tiles:
+    return Tiles(c.kwargs["BLOCK_Q"], c.kwargs["BLOCK_K"], c.num_warps, c.num_stages)
+
+
+def _bucket(n: int) -> int:
+    # Past a few thousand rows the grid fills the GPU and the best tiles stop changing with length.
+    return min(triton.next_power_of_2(n), 4096)
+
+
+def _launch(kind: str, tiles: Tiles | None, autotune: bool, rows: int, batch_heads: int, args, meta) -> None:
+    """Launch one kernel over (tiles of ``rows``, batch*heads) with fixed, remembered or (first time) tuned tiles."""
+    if tiles is None and autotune and not INTERPRET:
+        key = (kind, args[0].dtype, *(meta[k] for k in TUNE_KEY if k in meta))
+        tiles = CHOSEN.get(key)
+        if tiles is None:  # tune (or read the tuning from disk) and launch; remember the choice
+            tuner = TUNERS[kind]
+            tuner[lambda m: (triton.cdiv(rows, m[PROGRAM_TILE[kind]]), batch_heads)](*args, **meta)
+            CHOSEN[key] = _to_tiles(tuner.best_config)
+            return
+    elif tiles is None:
+        tiles = default_tiles(kind, meta["BLOCK_D"], args[0].element_size())
+    if INTERPRET:
+        _interpreter()
+    flag, length, tile = EVEN[kind]
+    block = {"BLOCK_Q": tiles.block_q, "BLOCK_K": tiles.block_k}
+    grid = (triton.cdiv(rows, block[PROGRAM_TILE[kind]]), batch_heads)
+    JIT[kind][grid](*args, **meta, **block, **{flag: meta[length] % block[tile] == 0}, num_warps=tiles.num_warps,
+                    num_stages=tiles.num_stages)
+
+
+def _interpreter() -> None:
+    """The CPU interpreter's loops need one fix (:mod:`systems.attention.flash_triton.interpreter`), applied
+    before the first interpreted launch."""
+    global _interpreter_ready
+    if not _interpreter_ready:
+        from systems.attention.flash_triton.interpreter import patch_index
+
+        patch_index()
+        _interpreter_ready = True
+
+
+def _meta(q: torch.Tensor, k: torch.Tensor, is_causal: bool, cfg: FlashConfig) -> dict:
+    _, H, n_q, d = q.shape
+    return dict(H=H, N_QUERIES=n_q, N_KEYS=k.shape[2], Q_BUCKET=_bucket(n_q), K_BUCKET=_bucket(k.shape[2]),
+                HEAD_DIM=d, BLOCK_D=max(16, triton.next_power_of_2(d)), CAUSAL=is_causal,
+                SKIP_MASKED=cfg.skip_masked_tiles, SPLIT_DIAGONAL=cfg.split_diagonal)
+
+
+def launch_forward(q, k, v, o, L, is_causal: bool, cfg: FlashConfig) -> None:
+    """The forward kernel alone, writing into O and L (also timed on its own, for the per-call cost)."""
+    B, H, n_q, d = q.shape
+    args = (q, k, v, o, L, *q.stride(), *k.stride(), *v.stride(), *o.stride())
+    meta = _meta(q, k, is_causal, cfg) | dict(qk_scale=1.0 / math.sqrt(d) * kernels.LOG2E.value,
+                                              TMA=_use_tma(bool(cfg.tma), k, v))
+    _launch("fwd", cfg.fwd, cfg.autotune, n_q, B * H, args, meta)
+
+
+def forward(q, k, v, is_causal: bool, cfg: FlashConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """q (B, H, Nq, d), k, v (B, H, Nk, d), any strides -> O (B, H, Nq, d), L (B, H, Nq) fp32, contiguous."""
+    B, H, n_q, d = q.shape
+    o = torch.empty((B, H, n_q, d), dtype=q.dtype, device=q.device)
+    L = torch.empty((B, H, n_q), dtype=torch.float32, device=q.device)
+    launch_forward(q, k, v, o, L, is_causal, cfg)
+    return o, L
+
+
+def backward(q, k, v, o, do, L, is_causal: bool, cfg: FlashConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dQ, dK, dV), contiguous (B, H, N, d), from the 4-d q, k, v, O, dO (any strides, the stride-0 gradient of
+    ``o.sum()`` included) and L (B, H, Nq) of the forward."""
+    B, H, n_q, d = q.shape
+    n_k = k.shape[2]
+    meta = _meta(q, k, is_causal, cfg)
+    scale = 1.0 / math.sqrt(d)
+    one_pass = one_pass_backward(cfg, q)
+    delta = torch.empty((B, H, n_q), dtype=torch.float32, device=q.device)
+    dk = torch.empty((B, H, n_k, d), dtype=k.dtype, device=q.device)
+    dv = torch.empty_like(dk)
+    # dQ summed over key tiles in fp32, rows padded to BLOCK_D (16-byte aligned for the copy engine); the
+    # preprocessing kernel writes its zeros. Two passes need no accumulator: dK stands in for the unused pointer
+    # (autotuning zeroes it between its timing runs, and the kernel then writes all of it).
+    dq_acc = torch.empty((B, H, n_q, meta["BLOCK_D"]), dtype=torch.float32, device=q.device) if one_pass else dk
+    block_rows = 64
+    if INTERPRET:
+        _interpreter()
+    kernels.flash_bwd_preprocess_kernel[(triton.cdiv(n_q, block_rows), B * H)](
+        o, do, delta, dq_acc, *o.stride(), *do.stride(), H, n_q, scale, HEAD_DIM=d, BLOCK_D=meta["BLOCK_D"],
+        BLOCK_Q=block_rows, ZERO_DQ=one_pass)
+    meta |= dict(qk_scale=scale * kernels.LOG2E.value, scale=scale)
+    strides = (*q.stride(), *k.stride(), *v.stride(), *do.stride())
+    tma = one_pass if cfg.tma is None else cfg.tma  # by default the single pass loads and reduces with TMA
+    reduce_tma = one_pass and not INTERPRET and _use_tma(tma, dq_acc)  # the interpreter has no bulk reductions
+    _launch("dkdv", cfg.dkdv, cfg.autotune, n_k, B * H, (q, k, v, do, L, delta, dk, dv, dq_acc, *strides, *dk.stride()),
+            meta | dict(UNMASKED_FIRST=cfg.unmasked_first, TMA=_use_tma(tma, q, do), ATOMIC_DQ=one_pass,
+                        REDUCE_TMA=reduce_tma))
+    if one_pass:
+        return dq_acc[..., :d].to(q.dtype), dk, dv
+    dq = torch.empty((B, H, n_q, d), dtype=q.dtype, device=q.device)
+    _launch("dq", cfg.dq, cfg.autotune, n_q, B * H, (q, k, v, do, L, delta, dq, *strides, *dq.stride()),
+            meta | dict(TMA=_use_tma(tma, k, v)))
+    return dq, dk, dv
+
+
+def _use_tma(tma: bool, *streamed: torch.Tensor) -> bool:
+    """Whether a kernel asked to use TMA (``tma``) can for these tensors; if so, the descriptors get their
+    scratch memory."""
+    use = tma and _tma_ready(*streamed)
+    if use and not INTERPRET:
+        triton.set_allocator(_descriptor_scratch)
+    return use
+
+
+def _tma_ready(*tensors: torch.Tensor) -> bool:
+    """Whether the copy engine can load tiles of these (B, H, N, d) tensors: a contiguous head dim and 16-byte
+    aligned base and strides (else the kernels load through pointers)."""
+    return all(t.stride(-1) == 1 and t.data_ptr() % 16 == 0
+               and all(s * t.element_size() % 16 == 0 for s in t.stride()[:-1]) for t in tensors)
+
+
+def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    """Global memory in which the kernels build their tensor descriptors (Triton asks for it at launch)."""
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+def one_pass_backward(cfg: FlashConfig, q: torch.Tensor) -> bool:
+    """Whether the backward adds dQ up in the dK/dV pass (``cfg.atomic_dq``, else chosen here)."""
+    if cfg.atomic_dq is not None:
+        return cfg.atomic_dq
+    # One pass is the faster choice where it fits in registers (the log has the measurements): 16-bit operands,
+    # head dims up to 64. Not in the interpreter (no bulk reductions), nor in deterministic mode (its additions
+    # land in any order).
+    return (not INTERPRET and q.element_size() == 2 and q.shape[-1] <= 64
+            and not torch.are_deterministic_algorithms_enabled())
+
+
+@torch.library.custom_op("systems::flash_fwd", mutates_args=())
+def flash_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, config: list[int]
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+    return forward(q, k, v, is_causal, FlashConfig.decode(config))
+
+
+@flash_fwd.register_fake
+def _(q, k, v, is_causal, config):
+    return q.new_empty(q.shape), q.new_empty(q.shape[:-1], dtype=torch.float32)
+
+
+@torch.library.custom_op("systems::flash_bwd", mutates_args=())
+def flash_bwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, do: torch.Tensor, L: torch.Tensor,
+              is_causal: bool, config: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return backward(q, k, v, o, do, L, is_causal, FlashConfig.decode(config))
+
+
+@flash_bwd.register_fake
+def _(q, k, v, o, do, L, is_causal, config):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def autotune_report() -> dict[str, dict]:
+    """Per kernel: the tiles autotuning chose for each key so far, and the seconds its last tuning took."""
+    return {kind: {"chosen": {str(key): str(_to_tiles(c)) for key, c in tuner.cache.items()},
+                   "tuning_s": getattr(tuner, "bench_time", None)}
+            for kind, tuner in TUNERS.items()}
