@@ -11,8 +11,10 @@
 # %% [markdown]
 # # End-to-end benchmarking
 #
-# How long does one forward and one backward pass of each model size of the handout take, and how
-# much do the first, un-warmed steps distort that number? (Handout §1.1.3, `benchmarking_script`.)
+# How long do the forward pass, the backward pass and the optimizer step of each model size take, and how
+# much do the first, un-warmed steps distort that number? This chapter answers `benchmarking_script` of both
+# editions of the handout: the 2025 one (§1.1.3) times forward and backward, the 2026 one (§2.1.3) adds the
+# AdamW step and its 10B model.
 
 # %% tags=["parameters", "remove-cell"]
 profile = "auto"
@@ -20,156 +22,133 @@ data_dir = None
 
 # %% tags=["remove-cell"]
 import pandas as pd
-import seaborn as sns
-from matplotlib import pyplot as plt
 
-from systems import provenance, report
-from systems.bench.e2e import SMOKE_MODEL, BenchConfig, cold_run, sweep
-from systems.model import PRESETS, parameter_count
+from systems import figures, provenance, report
+from systems.bench.e2e import BenchConfig, cold_run, phase_table, scaling, sweep, warmup_effect
+from systems.model import preset, preset_rows
 
 profile = provenance.resolve_profile(profile)
-
 if profile == "full":
-    sizes, contexts, batch, overrides = list(PRESETS), [128, 256, 512], 4, {}
+    sizes, contexts, batch, warmup, steps = [r["size"] for r in preset_rows()], [128, 256, 512], 4, 5, 10
     warm_size, warm_steps = "small", 10
 else:
-    sizes, contexts, batch, overrides = ["small"], [16, 32], 2, SMOKE_MODEL
-    warm_size, warm_steps = "small", 3
+    sizes, contexts, batch, warmup, steps = ["tiny"], [16, 32], 2, 1, 2
+    warm_size, warm_steps = "tiny", 3
+report.glue_all("e2e", {"batch": batch, "warmup": warmup, "steps": steps, "warm_size": warm_size})
 
 # %% [markdown]
 # ## (a) The benchmarking script
 #
-# The harness is `systems.bench.e2e`. It builds the model from a preset of §1.1.2, draws random token
-# batches, runs `warmup` untimed steps and then `steps` timed ones. Every phase of a step (forward,
-# backward, optimizer) is timed with `timeit.default_timer()` between two `torch.cuda.synchronize()`
-# calls, because CUDA calls return as soon as the work is queued. The same function answers the later
-# chapters (mixed precision, memory, `torch.compile`), and the command line drives it for sweeps:
+# The harness is `systems.bench.e2e`. It builds the model from a preset, draws random token batches (random,
+# not zeros, so the embedding gathers do real work), runs `warmup` untimed steps and then `steps` timed
+# ones. Every phase of a step (forward, backward, optimizer) is timed between two `torch.cuda.synchronize()`
+# calls with `timeit.default_timer()`, because a CUDA call returns as soon as its work is queued: without the
+# synchronisation the clock would measure how fast Python queues kernels, not how long the GPU runs them.
+# The same function serves the later chapters (mixed precision, memory, `torch.compile`), and its command
+# line runs sweeps:
 #
 # ```
-# python -m systems.bench.e2e --size small medium large xl 2.7B --context-length 128 256 512 \
-#     --mode forward_backward --warmup 5 --steps 10 --json results.json
+# python -m systems.bench.e2e --size small medium large xl 2.7B 10B --context-length 128 256 512 \
+#     --mode train --warmup 5 --steps 10 --json results.json
 # ```
 #
-# An out-of-memory point becomes a row with status `OOM` instead of ending the sweep.
+# The mode picks what a step does: `forward` (inference, no autograd), `forward_backward`, or `train` (also
+# the AdamW step, the 2026 edition's third mode). A configuration that runs out of memory becomes a row with
+# status `OOM` instead of ending the sweep, and the JSON file is rewritten after every row, so a sweep that
+# dies half-way keeps what it measured. Each row also carries the step's model FLOPs and its model FLOPs
+# utilisation (MFU), the share of the GPU's peak arithmetic the step achieved.
 #
-# The five sizes, with their parameter counts from the architecture (vocabulary 10,000):
+# The sizes, with their parameter counts from the architecture (vocabulary 10,000, SwiGLU feed-forward,
+# untied embedding and output layer). The 2026 edition renamed our `2.7B` to "xl", dropped the 2025 xl and
+# added a 10B model; both editions' names are in the table.
 
 # %% tags=["nbval-check-output"]
-models = pd.DataFrame(
-    [{"size": name, "d_model": c.d_model, "d_ff": c.d_ff, "num_layers": c.num_layers,
-      "num_heads": c.num_heads, "parameters (M)": parameter_count(c) / 1e6} for name, c in PRESETS.items()]
-)
-report.table(models, floatfmt=".1f", index=False)
+report.table(pd.DataFrame(preset_rows()), floatfmt=".1f")
 
 # %% [markdown]
-# ## (b) Forward and backward time of every size
+# ## (b) The phases of a training step, for every size
 #
-# Batch size 4, 5 warm-up steps, 10 measured steps; the forward and the backward pass of each step are
-# timed separately. Full precision (fp32), naive attention as in the handout's reference model.
+# Batch {glue:text}`e2e_batch`, {glue:text}`e2e_warmup` warm-up steps, {glue:text}`e2e_steps` measured
+# steps, full precision (fp32) and the naive attention of the handout's reference model. A step is a full
+# training step, so each row times the forward pass, the backward pass and the AdamW step separately (mean
+# and standard deviation in ms).
 
 # %% tags=["nbval-ignore-output"]
-base = BenchConfig(batch_size=batch, mode="forward_backward", warmup=5 if profile == "full" else 1,
-                   steps=10 if profile == "full" else 2, model_overrides=overrides)
+base = BenchConfig(preset(sizes[0]), batch_size=batch, mode="train", warmup=warmup, steps=steps)
 e2e = sweep(base, size=sizes, context_length=contexts)
-report.save_table(e2e.drop(columns=[c for c in e2e if c.endswith("times_ms")]), data_dir, "forward_backward")
-ok = e2e[e2e.status == "ok"]
-shown = e2e[["size", "context_length", "status", "forward_ms", "forward_std_ms", "backward_ms", "backward_std_ms"]]
-report.table(shown, index=False)
+report.save_table(e2e.drop(columns=[c for c in e2e if c.endswith("times_ms")]), data_dir, "train_step")
+report.table(phase_table(e2e))
 
-# %% tags=["nbval-ignore-output"]
-long = ok.melt(id_vars=["size", "context_length"], value_vars=["forward_ms", "backward_ms"],
-               var_name="pass", value_name="ms")
-long["pass"] = long["pass"].str.removesuffix("_ms")
-grid = sns.catplot(data=long, x="size", y="ms", hue="pass", col="context_length", kind="bar", height=3.2)
-grid.set(yscale="log", ylabel="time per pass (ms)")
-grid.figure.suptitle("Forward and backward pass time, fp32, batch 4", y=1.04)
-plt.show()
+# %% tags=["remove-input", "nbval-ignore-output"]
+figures.pass_times(e2e[e2e.status == "ok"], f"Time per pass, fp32, batch {batch}");
 
-# %% tags=["nbval-ignore-output"]
-ratio = ok.backward_ms / ok.forward_ms
-cv = (ok[["forward_std_ms", "backward_std_ms"]].to_numpy() / ok[["forward_ms", "backward_ms"]].to_numpy()).max()
-ctx_mid = contexts[len(contexts) // 2]
-at_mid = ok[ok.context_length == ctx_mid].set_index("size")
-first, last = at_mid.index[0], at_mid.index[-1]
-time_growth = at_mid.forward_ms[last] / at_mid.forward_ms[first]
-param_growth = at_mid.params[last] / at_mid.params[first]
-# how the forward time of the smallest model responds to 4x more tokens: flat means overhead-bound
-small = ok[ok["size"] == first].set_index("context_length").forward_ms
-ctx_growth = small[contexts[-1]] / small[contexts[0]]
-report.glue("e2e_bwd_fwd_min", report.fmt(ratio.min(), 2))
-report.glue("e2e_bwd_fwd_max", report.fmt(ratio.max(), 2))
-report.glue("e2e_max_cv_pct", report.fmt(100 * cv, 2))
-report.glue("e2e_oom_count", int((e2e.status == "OOM").sum()))
-report.md(
-    f"At context length {ctx_mid}, a forward pass takes {at_mid.forward_ms[first]:.3g} ms for the {first} "
-    f"model and {at_mid.forward_ms[last]:.3g} ms for {last}: {time_growth:.2g} times longer for "
-    f"{param_growth:.2g} times the parameters. "
-    + (
-        f"Time grows more slowly than the work: the {first} model does not keep the GPU busy. Its forward "
-        f"time changes by a factor of only {ctx_growth:.2g} from {contexts[0]} to {contexts[-1]} tokens per "
-        f"sequence, so it is bound by launching hundreds of small kernels from Python rather than by "
-        f"arithmetic; the large models, whose matmuls are big enough, scale with parameters × tokens."
-        if time_growth < 0.6 * param_growth else
-        "Time grows about as fast as the matrix-multiply work, parameters × tokens."
-    )
-)
+# %% tags=["remove-cell", "nbval-ignore-output"]
+found = scaling(e2e, contexts[len(contexts) // 2])
+report.glue_all("e2e", found)
+report.glue("e2e_growth_words", report.pick(
+    found["overhead_bound"],
+    "more slowly than the work: the smallest model does not keep the GPU busy",
+    "about as fast as the matrix-multiply work, which is parameters × tokens"))
 
 # %% [markdown]
-# The backward pass costs {glue:text}`e2e_bwd_fwd_min` to {glue:text}`e2e_bwd_fwd_max` times the
-# forward pass. Counting FLOPs predicts 2×: every weight matmul of the forward pass needs two in the
-# backward pass, one for the gradient of its input and one for the gradient of its weight; the ratio
-# falls below 2 where a pass is dominated by fixed per-kernel overheads rather than by arithmetic.
-# The largest standard deviation is {glue:text}`e2e_max_cv_pct` % of its mean; the short,
-# overhead-bound passes of the small models vary most, the long ones of the large models by well
-# under a percent. Points that ran out of memory: {glue:text}`e2e_oom_count`.
+# At context length {glue:text}`e2e_context`, a forward pass takes {glue:text}`e2e_first_fwd_ms:.3g` ms for
+# the {glue:text}`e2e_first` model and {glue:text}`e2e_last_fwd_ms:.3g` ms for {glue:text}`e2e_last`:
+# {glue:text}`e2e_time_growth:.2g` times longer for {glue:text}`e2e_param_growth:.2g` times the parameters.
+# Time grows {glue:text}`e2e_growth_words`. The {glue:text}`e2e_first` model's forward time changes by a
+# factor of {glue:text}`e2e_ctx_growth:.2g` from {glue:text}`e2e_ctx_min` to {glue:text}`e2e_ctx_max` tokens
+# per sequence: where that factor is far below the 4× growth of the work, the pass is bound by launching
+# hundreds of small kernels from Python, not by arithmetic; large models, whose matrix multiplies are big
+# enough to fill the GPU, scale with parameters × tokens.
+#
+# The backward pass costs {glue:text}`e2e_bwd_fwd_min:.2f` to {glue:text}`e2e_bwd_fwd_max:.2f` times the
+# forward pass. Counting FLOPs predicts 2×: every weight matrix multiply of the forward pass needs two in the
+# backward pass, one for the gradient of its input and one for the gradient of its weight. The ratio falls
+# below 2 where a pass is dominated by fixed per-kernel costs rather than by arithmetic, and rises above it
+# where the backward pass's extra element-wise work (the gradients of the softmax, the normalisations and the
+# activation function) weighs more than in the forward. The AdamW step is element-wise work over every
+# parameter and its two moments, so it grows with the parameter count and not with the context.
+#
+# The largest standard deviation is {glue:text}`e2e_max_cv_pct:.2g` % of its mean, for the
+# {glue:text}`e2e_max_cv_size` model at context {glue:text}`e2e_max_cv_context`; the others vary less.
+# Points that ran out of memory: {glue:text}`e2e_oom`. A 10B model needs 16 bytes per parameter for fp32
+# weights, gradients and AdamW's two moments, about 190 GiB, more than any single GPU of this book has: the
+# 2026 edition expects that row to read OOM.
 
 # %% [markdown]
 # ## (c) What warm-up does
 #
-# Each setting below runs in a fresh Python process, so that its first steps pay for everything a new
-# job pays for once: creating the CUDA context, loading kernels, cuBLAS workspaces and the caching
-# allocator's first `cudaMalloc` calls. We time the {glue:text}`e2e_warm_size` model with 0, 1, 2 and
-# 5 warm-up steps and keep every measured step.
+# Each setting below runs in a fresh Python process, so that its first steps pay for everything a new job
+# pays for once: creating the CUDA context, loading the kernels' modules, cuBLAS's workspaces and the caching
+# allocator's first `cudaMalloc` calls. We time the {glue:text}`e2e_warm_size` model's forward and backward
+# pass with 0, 1, 2 and 5 warm-up steps and keep every measured step.
 
 # %% tags=["nbval-ignore-output"]
-report.glue("e2e_warm_size", warm_size)
-cold = []
-for w in [0, 1, 2, 5]:
-    cfg = BenchConfig(size=warm_size, context_length=contexts[0], batch_size=batch, mode="forward_backward",
-                      warmup=w, steps=warm_steps, model_overrides=overrides)
-    row = cold_run(cfg)
-    cold += [{"warmup": w, "step": i, "ms": t} for i, t in enumerate(row["step_times_ms"])]
-cold = pd.DataFrame(cold)
+cold = pd.DataFrame([
+    {"warmup": w, "step": i, "ms": t}
+    for w in [0, 1, 2, 5]
+    for i, t in enumerate(cold_run(BenchConfig(preset(warm_size, context_length=contexts[0]), batch_size=batch,
+                                               warmup=w, steps=warm_steps))["step_times_ms"])
+])
 report.save_table(cold, data_dir, "warmup")
-summary = cold.groupby("warmup").ms.agg(mean="mean", std="std", first="first", median="median").reset_index()
-report.table(summary, index=False)
+summary, facts = warmup_effect(cold)
+report.table(summary)
 
-# %% tags=["nbval-ignore-output"]
-ax = sns.lineplot(data=cold, x="step", y="ms", hue="warmup", marker="o", palette="viridis")
-ax.set(yscale="log", xlabel="measured step", ylabel="forward + backward (ms)",
-       title=f"{warm_size} model, fresh process per warm-up setting")
-plt.show()
+# %% tags=["remove-input", "nbval-ignore-output"]
+figures.warmup_steps(cold, f"{warm_size} model, fresh process per warm-up setting");
 
-# %% tags=["nbval-ignore-output"]
-s = summary.set_index("warmup")
-report.glue("e2e_w0_first", report.fmt(s["first"][0]))
-report.glue("e2e_w0_median", report.fmt(s["median"][0]))
-report.glue("e2e_w0_mean", report.fmt(s["mean"][0]))
-report.glue("e2e_w5_mean", report.fmt(s["mean"][5]))
-report.glue("e2e_w0_std", report.fmt(s["std"][0]))
-report.glue("e2e_w5_std", report.fmt(s["std"][5]))
-report.glue("e2e_w1_mean", report.fmt(s["mean"][1]))
-report.glue("e2e_w2_mean", report.fmt(s["mean"][2]))
-report.glue("e2e_first_over_median", report.fmt(s["first"][0] / s["median"][0], 3))
+# %% tags=["remove-cell", "nbval-ignore-output"]
+report.glue_all("e2e", facts)
 
 # %% [markdown]
-# Without warm-up the first measured step takes {glue:text}`e2e_w0_first` ms, about
-# {glue:text}`e2e_first_over_median` times the median step ({glue:text}`e2e_w0_median` ms), so the
-# mean over the measured steps is {glue:text}`e2e_w0_mean` ± {glue:text}`e2e_w0_std` ms against
-# {glue:text}`e2e_w5_mean` ± {glue:text}`e2e_w5_std` ms after five warm-up steps; one or two warm-up
-# steps give {glue:text}`e2e_w1_mean` and {glue:text}`e2e_w2_mean` ms. The first step pays one-time
-# costs that a training run amortises over thousands of steps: the CUDA context and the kernels'
-# modules are loaded lazily, cuBLAS picks algorithms and allocates its workspace, and the caching
-# allocator has to `cudaMalloc` every activation buffer before it can recycle them. A step or two is
-# usually enough to pay them, but later steps can still differ (allocator growth at a new peak, clock
-# ramp-up), which is why the benchmarks in this book warm up before they time anything.
+# Without warm-up the first measured step takes {glue:text}`e2e_w0_first:.3g` ms, about
+# {glue:text}`e2e_first_over_median:.3g` times the median step ({glue:text}`e2e_w0_median:.3g` ms), so the
+# mean over the measured steps is {glue:text}`e2e_w0_mean:.3g` ± {glue:text}`e2e_w0_std:.3g` ms against
+# {glue:text}`e2e_most_mean:.3g` ± {glue:text}`e2e_most_std:.3g` ms after {glue:text}`e2e_most` warm-up
+# steps; one or two warm-up steps give {glue:text}`e2e_w1_mean:.3g` and {glue:text}`e2e_w2_mean:.3g` ms.
+#
+# The first step pays one-time costs that a training run amortises over thousands of steps: the CUDA context
+# and the kernels' modules are loaded lazily, cuBLAS picks algorithms and allocates its workspace, and the
+# caching allocator has to `cudaMalloc` every activation buffer before it can recycle them. A step or two is
+# usually enough to pay them, but later steps can still differ (allocator growth at a new peak, GPU clocks
+# ramping up), which is why every benchmark in this book warms up before it times anything, and why a mean
+# over steps that include the first one says little about steady-state speed.

@@ -1,5 +1,8 @@
 # ---
 # jupyter:
+#   systems:
+#     requires: 2 gpus
+#     depends_on: [09_ddp]
 #   jupytext:
 #     formats: py:percent
 #   kernelspec:
@@ -21,28 +24,27 @@ profile = "auto"
 data_dir = None
 
 # %% tags=["remove-cell"]
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
-from matplotlib import pyplot as plt
 
-from systems import provenance, report
+from systems import figures, provenance, report
 from systems.bench.allreduce import MIB, benchmark as allreduce
-from systems.bench.ddp import SMOKE_MODEL, DDPBenchConfig, benchmark
+from systems.bench.ddp import DDPBenchConfig, benchmark
 from systems.model import parameter_count, preset
+from systems.scaling.collectives import best_bucket, ddp_overhead, fit_error, fit_latency_bandwidth
 
 profile = provenance.resolve_profile(profile)
-
 if profile == "full":
     backend, sizes_mb, iters = "nccl", [0.25, 1, 4, 16, 64, 256, 1024], 10
-    cfg = DDPBenchConfig(size="xl", context_length=128, batch_size=4, warmup=3, steps=8)
+    cfg = DDPBenchConfig(preset("xl", context_length=128), batch_size=4, warmup=3, steps=8)
     own_sweep = [1, 10, 100, 1000]
 else:
     backend, sizes_mb, iters = "gloo", [0.01, 0.04, 0.16], 3
-    cfg = DDPBenchConfig(size="small", context_length=16, batch_size=2, warmup=1, steps=2, model_overrides=SMOKE_MODEL)
+    cfg = DDPBenchConfig(preset("tiny", context_length=16), batch_size=2, warmup=1, steps=2)
     own_sweep = [0.01, 1]
 world = 2
+s = parameter_count(cfg.model) * 4  # the model's fp32 gradient bytes
+report.glue_all("bm", {"backend": f"{backend} with {world} processes", "s_gib": s / 2**30})
 
 # %% [markdown]
 # ## The model
@@ -79,101 +81,78 @@ world = 2
 
 # %% tags=["nbval-ignore-output"]
 ar = allreduce(backend, [world], sizes_mb, warmup=5, iters=iters)
-ar = ar[ar.status == "ok"].assign(bytes=lambda d: d.size_mb * MIB)
+ar = ar[ar.status == "ok"].assign(bytes=lambda d: d.size_mb * MIB, seconds=lambda d: d.time_ms / 1e3)
 report.save_table(ar.drop(columns="times_ms"), data_dir, "allreduce_fit")
-slope, intercept = np.polyfit(ar.bytes, ar.time_ms / 1e3, 1)  # seconds = o + bytes / w
-# A line through a few noisy points (the smoke run on a CPU) can cross zero; the smallest message's
-# time then bounds the per-call overhead from above, which keeps the model's optimum defined.
-o = intercept if intercept > 0 else ar.time_ms.min() / 1e3
-w = 1 / max(slope, 1e-15)
-fit_err = np.abs((o + ar.bytes / w) - ar.time_ms / 1e3) / (ar.time_ms / 1e3)
-report.glue("bm_o_us", report.fmt(o * 1e6))
-report.glue("bm_w_GBps", report.fmt(w / 1e9))
-report.glue("bm_fit_err_pct", report.fmt(100 * fit_err.max(), 2))
-report.glue("bm_backend", f"{backend} with {world} processes")
+o, w = fit_latency_bandwidth(ar.bytes, ar.seconds)
+report.glue_all("bm", {"o_us": o * 1e6, "w_GBps": w / 1e9, "fit_err_pct": 100 * fit_error(ar.bytes, ar.seconds, o, w)})
 
-fig, ax = plt.subplots(figsize=(6, 3.6))
-ax.plot(ar.bytes / MIB, ar.time_ms, "o", label="measured (slowest rank)")
-grid = np.geomspace(ar.bytes.min(), ar.bytes.max(), 50)
-ax.plot(grid / MIB, (o + grid / w) * 1e3, "-", label=f"o + x/w: o = {o * 1e6:.3g} µs, w = {w / 1e9:.3g} GB/s")
-ax.set(xscale="log", yscale="log", xlabel="all-reduce size (MiB)", ylabel="time (ms)", title="All-reduce cost model")
-ax.legend(fontsize=8)
-plt.show()
+# %% tags=["remove-input", "nbval-ignore-output"]
+x = np.geomspace(ar.bytes.min(), ar.bytes.max(), 50)
+curve = pd.concat([ar.assign(what="measured (slowest rank)", ms=ar.time_ms)[["bytes", "ms", "what"]],
+                   pd.DataFrame({"bytes": x, "ms": (o + x / w) * 1e3, "what": "o + x/w"})])
+figures.lines(curve.assign(MiB=curve.bytes / MIB), "MiB", "ms", "what", "All-reduce cost model",
+              "all-reduce size (MiB)", "time (ms)", palette=None);
 
 # %% [markdown]
-# With {glue:text}`bm_backend`, the fit gives $o$ = {glue:text}`bm_o_us` µs per call and
-# $w$ = {glue:text}`bm_w_GBps` GB/s; the line is within {glue:text}`bm_fit_err_pct` % of every
-# measured point. (The fit weights points by absolute time, so $w$ is set by the large sizes and $o$
-# is the intercept the small sizes pin down.)
+# With {glue:text}`bm_backend`, the fit gives $o$ = {glue:text}`bm_o_us:.3g` µs per call and $w$ =
+# {glue:text}`bm_w_GBps:.3g` GB/s; the line is within {glue:text}`bm_fit_err_pct:.2g` % of every measured point.
+# (The fit weights points by absolute time, so $w$ is set by the large sizes and $o$ is the intercept the small
+# sizes pin down.) The parallelism chapter sets the same measurements against the ring all-reduce's formula.
 #
 # ## Prediction against the measured sweep
 #
-# $s$ is the model's fp32 gradient bytes. The measured overhead of a bucket size is the bucketed step
-# time minus the step time of the same model on one GPU with no communication (same per-GPU batch).
-# The bucketed step times come from the DDP chapter's run when it is present, otherwise from a sweep
-# measured here.
+# $s$ = {glue:text}`bm_s_gib:.3g` GiB is the model's fp32 gradient bytes. The measured overhead of a bucket size
+# is the bucketed step time minus the step time of the same model on one GPU with no communication (same per-GPU
+# batch). The bucketed step times come from the DDP chapter's run, which the pipeline runs first; a run of this
+# chapter alone (the smoke profile) measures its own sweep.
 
 # %% tags=["nbval-ignore-output"]
-s = parameter_count(preset(cfg.size, context_length=cfg.context_length, **cfg.model_overrides)) * 4
-saved = Path(data_dir).parent / "09_ddp" if data_dir else None
-if saved is not None and (saved / "steps.csv").exists():
-    parts = [pd.read_csv(saved / "steps.csv")] + ([pd.read_csv(saved / "bucket_fine.csv")]
-                                                 if (saved / "bucket_fine.csv").exists() else [])
-    sweep = pd.concat(parts, ignore_index=True)
-    source = "the DDP chapter's run"
-else:
-    sweep = benchmark(cfg, [("bucketed", {"bucket_size_mb": b}) for b in own_sweep], world)
-    source = "a sweep measured here"
+from_ddp = [pd.read_csv(f"{data_dir}/../09_ddp/{name}.csv") for name in ("steps", "bucket_fine")] if data_dir else []
+sweep = pd.concat(from_ddp) if from_ddp else benchmark(cfg, [("bucketed", {"bucket_size_mb": b}) for b in own_sweep], world)
 sweep = sweep[(sweep.variant == "bucketed") & (sweep.status == "ok")].sort_values("bucket_size_mb")
-alone = benchmark(cfg, [("naive", {})], world_size=1)  # one rank: the wrapper communicates nothing
-base_ms = alone.step_ms.iloc[0]
-sweep = sweep.assign(measured_ms=sweep.step_ms - base_ms,
-                     n_buckets=np.ceil(s / (sweep.bucket_size_mb * MIB)),
-                     predicted_ms=lambda d: (d.n_buckets * o + s / (d.n_buckets * w)) * 1e3)
-report.save_table(sweep[["bucket_size_mb", "n_buckets", "step_ms", "measured_ms", "predicted_ms"]], data_dir, "model_vs_measured")
-report.table(sweep[["bucket_size_mb", "n_buckets", "step_ms", "measured_ms", "predicted_ms"]], floatfmt=".3g")
+base_ms = benchmark(cfg, [("naive", {})], world_size=1).step_ms.iloc[0]  # one rank: nothing to communicate
+n_buckets = np.ceil(s / (sweep.bucket_size_mb * MIB))
+model = sweep.assign(n_buckets=n_buckets, measured_ms=sweep.step_ms - base_ms,
+                     predicted_ms=ddp_overhead(n_buckets, s, o, w) * 1e3)
+model = model[["bucket_size_mb", "n_buckets", "step_ms", "measured_ms", "predicted_ms"]]
+report.save_table(model, data_dir, "model_vs_measured")
+report.table(model, floatfmt=".3g")
 
-# %% tags=["nbval-ignore-output"]
-b_star = np.sqrt(s * w * o)
-t_star = 2 * np.sqrt(s * o / w)
-fig, ax = plt.subplots(figsize=(7, 3.8))
-bgrid = np.geomspace(min(sweep.bucket_size_mb.min() * MIB, b_star / 10), max(s, b_star * 10), 200)
-nb = np.maximum(s / bgrid, 1)
-ax.plot(bgrid / MIB, (nb * o + s / (nb * w)) * 1e3, label="model: $n_b o + s/(n_b w)$")
-ax.plot(sweep.bucket_size_mb, sweep.measured_ms, "o-", label="measured: bucketed step − 1-GPU step")
-ax.axvline(b_star / MIB, ls=":", color="gray", label=f"model optimum b* = {b_star / MIB:.3g} MiB")
-ax.set(xscale="log", xlabel="bucket size (MiB)", ylabel="DDP overhead per step (ms)",
-       title=f"{cfg.size}: s = {s / 2**30:.3g} GiB of gradients")
-ax.legend(fontsize=8)
-plt.show()
+# %% tags=["remove-input", "nbval-ignore-output"]
+best = best_bucket(s, o, w)
+b = np.geomspace(min(model.bucket_size_mb.min() * MIB, best["bucket_bytes"] / 10), max(s, best["bucket_bytes"] * 10), 200)
+nb = np.maximum(s / b, 1)
+curves = pd.concat([pd.DataFrame({"MiB": b / MIB, "ms": ddp_overhead(nb, s, o, w) * 1e3, "what": "model"}),
+                    model.assign(MiB=model.bucket_size_mb, ms=model.measured_ms, what="measured")])
+figures.lines(curves, "MiB", "ms", "what", f"{cfg.model.name}: s = {s / 2**30:.3g} GiB of gradients",
+              "bucket size (MiB)", "DDP overhead per step (ms)", logy=False, palette=None);
 
-# %% tags=["nbval-ignore-output"]
-best = sweep.loc[sweep.measured_ms.idxmin()]
-report.glue("bm_s_gib", report.fmt(s / 2**30))
-report.glue("bm_bstar_mib", report.fmt(b_star / MIB))
-report.glue("bm_nbstar", report.fmt(s / b_star))
-report.glue("bm_tstar_ms", report.fmt(t_star * 1e3))
-close = abs(np.log10(best.bucket_size_mb * MIB / b_star)) <= 1
-report.md(
-    f"For $s$ = {s / 2**30:.3g} GiB the model's optimum is $b^\\ast$ = {b_star / MIB:.3g} MiB "
-    f"($n_b^\\ast$ ≈ {s / b_star:.3g} buckets) with an overhead of {t_star * 1e3:.3g} ms per step. "
-    f"Measured ({source}), the smallest overhead is {best.measured_ms:.3g} ms at {best.bucket_size_mb:g} MiB, "
-    f"against a 1-GPU step of {base_ms:.3g} ms. "
-    + ("The measured optimum lies within a factor of ten of the predicted one. " if close else
-       "The measured optimum is more than a factor of ten away from the predicted one. ")
-    + ("The measured overheads are larger than the model's at every size: the model counts only "
-       "communication, while a real step also pays for copying gradients into and out of the flat buffers, "
-       "the hooks' Python work, and collectives competing with backward kernels for memory bandwidth and SMs."
-       if (sweep.measured_ms > sweep.predicted_ms).all() else
-       "Where the measurement falls below the model, the assumption is pessimistic: an fp32 backward pass "
-       "takes longer per bucket than the fast link needs to reduce it, so even the last buckets' transfers "
-       "are partly hidden and the per-call overheads overlap with compute.")
-)
+# %% tags=["remove-cell", "nbval-ignore-output"]
+fastest = model.loc[model.measured_ms.idxmin()]
+report.glue_all("bm", {"bstar_mib": best["bucket_bytes"] / MIB, "nbstar": best["n_buckets"],
+                       "tstar_ms": best["overhead_s"] * 1e3, "best_mb": fastest.bucket_size_mb,
+                       "best_ms": fastest.measured_ms, "base_ms": base_ms})
+report.glue("bm_close", report.pick(abs(np.log10(fastest.bucket_size_mb * MIB / best["bucket_bytes"])) <= 1,
+                                    "within a factor of ten of", "more than a factor of ten away from"))
+report.glue("bm_sign_words", report.pick(
+    (model.measured_ms > model.predicted_ms).all(),
+    "The measured overheads are larger than the model's at every size: the model counts only communication, while "
+    "a real step also pays for copying gradients into and out of the flat buffers, the hooks' Python work, and "
+    "collectives competing with backward kernels for memory bandwidth and SMs.",
+    "Where the measurement falls below the model, the assumption is pessimistic: an fp32 backward pass takes longer "
+    "per bucket than the fast link needs to reduce it, so even the last buckets' transfers are partly hidden and "
+    "the per-call overheads overlap with compute."))
 
 # %% [markdown]
-# The model is deliberately crude: it has one bandwidth and one overhead for every message size,
-# assumes perfectly balanced compute and communication per bucket and buckets of equal size (the real
-# ones are cut at parameter boundaries, and one XL feed-forward matrix is already 39 MiB). Its use is
-# the shape of the answer: the best bucket grows with the square root of the model size, of the link's
-# bandwidth and of the per-call overhead, so a faster interconnect or a costlier call pushes towards
-# larger buckets, and PyTorch's default of 25 MiB is a compromise for typical models and links.
+# For $s$ = {glue:text}`bm_s_gib:.3g` GiB the model's optimum is $b^\ast$ = {glue:text}`bm_bstar_mib:.3g` MiB
+# ($n_b^\ast$ ≈ {glue:text}`bm_nbstar:.3g` buckets) with an overhead of {glue:text}`bm_tstar_ms:.3g` ms per step.
+# Measured, the smallest overhead is {glue:text}`bm_best_ms:.3g` ms at {glue:text}`bm_best_mb:g` MiB, against a
+# 1-GPU step of {glue:text}`bm_base_ms:.3g` ms: the measured optimum lies {glue:text}`bm_close` the predicted one.
+# {glue:text}`bm_sign_words`
+#
+# The model is deliberately crude: it has one bandwidth and one overhead for every message size, assumes perfectly
+# balanced compute and communication per bucket and buckets of equal size (the real ones are cut at parameter
+# boundaries, and one XL feed-forward matrix is already 39 MiB). Its use is the shape of the answer: the best
+# bucket grows with the square root of the model size, of the link's bandwidth and of the per-call overhead, so a
+# faster interconnect or a costlier call pushes towards larger buckets, and PyTorch's default of 25 MiB is a
+# compromise for typical models and links.

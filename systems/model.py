@@ -83,6 +83,15 @@ def preset(name: str, edition: int = 2025, **overrides) -> ModelConfig:
     return replace(PRESETS[ours], **overrides)
 
 
+def preset_rows(names=None) -> list[dict]:
+    """The size table: each preset's name in both editions, its shape and its parameter count."""
+    names = names or [n for n in PRESETS if n != "tiny"]
+    in_2026 = {ours: theirs for theirs, ours in EDITION_2026.items()}
+    return [{"size": n, "2026 name": in_2026.get(n, "—" if n == "xl" else n), "d_model": c.d_model, "d_ff": c.d_ff,
+             "num_layers": c.num_layers, "num_heads": c.num_heads, "params (M)": parameter_count(c) / 1e6}
+            for n, c in ((n, PRESETS[n]) for n in names)]
+
+
 def resize(cfg: ModelConfig, size: str, edition: int = 2025) -> ModelConfig:
     """Preset ``size`` with ``cfg``'s run choices (context length, attention kernel)."""
     return preset(size, edition, context_length=cfg.context_length, attention=cfg.attention)

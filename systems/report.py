@@ -21,13 +21,23 @@ def glue(name: str, value: Any, display: bool = False) -> None:
     Same output as ``myst_nb.glue``: a display-data bundle tagged with ``scrapbook`` metadata, so the GPU
     machines can run chapters with only IPython installed.
     """
+    import numpy as np
     from IPython.core.formatters import format_display_data
     from IPython.display import display as ipy_display
 
+    if isinstance(value, np.generic):  # numpy scalars print as np.float64(...), which no format spec reads
+        value = value.item()
     bundle, metadata = format_display_data(value)
     prefix = "" if display else "application/papermill.record/"
     metadata["scrapbook"] = {"name": name, "mime_prefix": prefix}
     ipy_display({prefix + k: v for k, v in bundle.items()}, raw=True, metadata=metadata)
+
+
+def glue_all(prefix: str, values: dict[str, Any]) -> None:
+    """Glue every entry of ``values`` as ``{prefix}_{key}``; numbers stay numbers, so the prose formats them
+    (``{glue:text}`e2e_ratio:.2f```)."""
+    for key, value in values.items():
+        glue(f"{prefix}_{key}", value)
 
 
 def fmt(x: float, digits: int = 3) -> str:

@@ -1,8 +1,10 @@
-"""The FlashAttention sweep's post-processing: ratios against the anchors and the slower-shape regimes."""
+"""The FlashAttention benchmarks: ratios against the anchors, the slower-shape regimes, the per-call floor and
+the kernel breakdown (their code paths, on a CPU through Triton's interpreter)."""
 
 import pandas as pd
+import torch
 
-from systems.bench import flash
+from systems.bench import call_overhead, flash_sweep, leaderboard
 
 
 def sweep_rows(times: dict[str, dict[int, float]], d: int = 64, mode: str = "fwd_bwd") -> list[dict]:
@@ -13,39 +15,50 @@ def sweep_rows(times: dict[str, dict[int, float]], d: int = 64, mode: str = "fwd
 def test_slower_shapes_separates_fixed_cost_from_kernel_time():
     ours = {128: 1.0, 1024: 1.2, 4096: 1.4, 16384: 4.0, 65536: 9.0}
     anchor = {128: 0.2, 1024: 0.3, 4096: 2.0, 16384: 2.0, 65536: 10.0}
-    runs = pd.DataFrame(sweep_rows({"triton": ours, "sdpa_flash": anchor})
-                        + sweep_rows({"triton": {128: 1.0, 2048: 3.0}, "sdpa_flash": {128: 0.1, 2048: 0.2}}, d=128))
-    slow = flash.slower_shapes(flash.ratios(runs))
+    runs = pd.DataFrame(sweep_rows({"flash_triton": ours, "sdpa_flash": anchor})
+                        + sweep_rows({"flash_triton": {128: 1.0, 2048: 3.0}, "sdpa_flash": {128: 0.1, 2048: 0.2}}, d=128))
+    slow = flash_sweep.slower_shapes(flash_sweep.ratios(runs))
     got = {(r.d, r.n_q): r.regime for r in slow.itertuples()}
     # 4096 and 65536 (d=64) are faster than the anchor; 128 is below min_n
     assert got == {(64, 1024): "fixed cost", (64, 16384): "kernel", (128, 2048): "kernel"}
 
 
 def test_slower_shapes_without_the_anchor_is_empty():
-    runs = pd.DataFrame(sweep_rows({"triton": {128: 1.0, 2048: 5.0}, "naive": {128: 2.0, 2048: 1.0}}))
-    assert flash.slower_shapes(flash.ratios(runs)).empty
+    runs = pd.DataFrame(sweep_rows({"flash_triton": {128: 1.0, 2048: 5.0}, "naive": {128: 2.0, 2048: 1.0}}))
+    assert flash_sweep.slower_shapes(flash_sweep.ratios(runs)).empty
 
 
 def test_call_overhead_times_every_layer_of_the_call_path():
     # On a CPU our kernels run in Triton's interpreter (conftest sets TRITON_INTERPRET=1): the numbers mean
     # nothing there, but every layer must run, and issuing calls can never take longer than finishing them.
-    table = flash.call_overhead(shape=(1, 1, 16, 16), dtype="fp32", n_calls=1, sdpa=("sdpa_flash",))
-    ours = table[table.impl == "triton"]
-    assert list(ours.what) == ["input checks and tile choice (Python)", "forward kernel launch, fixed tiles",
-                               "forward kernel launch, autotuned", "forward, allocation + launch",
+    table = call_overhead.call_overhead(shape=(1, 1, 16, 16), dtype="fp32", n_calls=1, peers=("sdpa_flash",))
+    ours = table[table.impl == "flash_triton"]
+    assert list(ours.what) == ["input checks (Python)", "forward kernel launch, fixed tiles",
+                               "forward kernel launch, tiles of the shape", "forward, allocation + launch",
                                "the same through the custom op", "forward (autograd.Function)", "forward + backward"]
-    timed = table[table.host_us != flash.UNSUPPORTED]
-    assert set(timed.impl) >= {"triton"}
+    timed = table[table.host_us != flash_sweep.UNSUPPORTED]
+    assert set(timed.impl) >= {"flash_triton"}
     assert all(0 < h <= w for h, w in zip(timed.host_us, timed.wall_us))
 
 
 def test_kernel_breakdown_accounts_for_each_step():
     # On a CPU the operators stand in for kernels: the compiled step must show our two custom ops
-    import torch
-
-    table = flash.kernel_breakdown(("triton", "sdpa_cudnn"), steps=1, top=3, shape=(1, 32, 16), dtype=torch.float32)
-    ours = table[table.impl == "triton"]
+    table = leaderboard.kernel_breakdown(("flash_triton", "sdpa_cudnn"), steps=1, top=3, shape=(1, 32, 16),
+                                         dtype=torch.float32)
+    ours = table[table.impl == "flash_triton"]
     assert {"systems::flash_fwd", "systems::flash_bwd"} <= set(ours.kernel)
     assert len(ours) == 4 and ours.kernel.iloc[-1] == "other"
     assert abs(ours.share.sum() - 1) < 1e-9 and (ours.ms_per_step >= 0).all()
-    assert list(table[table.impl == "sdpa_cudnn"].kernel) == [flash.UNSUPPORTED]  # no cuDNN on a CPU
+    assert list(table[table.impl == "sdpa_cudnn"].kernel) == [flash_sweep.UNSUPPORTED]  # no cuDNN on a CPU
+
+
+def test_the_sweep_times_every_implementation_mode_and_shape_by_registry_name():
+    runs = flash_sweep.run([("fp32", 16, 32, 32, 2, 2, True), ("fp32", 16, 24, 40, 1, 1, False)],
+                           impls=("flash_triton", "naive", "sdpa_cudnn"), rep_ms=1, warmup_ms=1)
+    assert len(runs) == 2 * 3 * 3 and set(runs.impl) == {"flash_triton", "naive", "sdpa_cudnn"}
+    ok = runs[runs.impl != "sdpa_cudnn"]
+    assert (pd.to_numeric(ok.ms) > 0).all() and (pd.to_numeric(ok.tflops) > 0).all()
+    if not torch.cuda.is_available():
+        assert set(runs[runs.impl == "sdpa_cudnn"].ms) == {flash_sweep.UNSUPPORTED}  # cuDNN needs a GPU
+    wide = flash_sweep.ratios(runs, against=("naive",))
+    assert "flash_triton/naive" in wide and len(wide) == 2 * 3

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 from itertools import product
 
+import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
@@ -114,3 +115,61 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# ---- what the grid says (chapter 05) -----------------------------------------------------------------------
+
+
+def numeric(df: pd.DataFrame, col: str) -> pd.Series:
+    return pd.to_numeric(df[col], errors="coerce")
+
+
+def first_oom(eager: pd.DataFrame, batch: int, device_bytes: int) -> dict:
+    """Where naive attention first runs out of memory: the smallest failing (d, N) of the grid, or, if nothing
+    failed, the first power-of-two length at which the formula's backward peak exceeds the device; with the
+    formula's sizes there (GiB)."""
+    ooms = eager[eager.fwd_ms.eq(OOM) | eager.bwd_ms.eq(OOM)]
+    if len(ooms):
+        first = ooms.sort_values(["seq_len", "d"]).iloc[0]
+        d, n, measured = int(first.d), int(first.seq_len), True
+    else:
+        d, n, measured = 16, int(eager.seq_len.max()), False
+        while naive_attention_memory(batch, n, d)["peak_backward"] <= device_bytes:
+            n *= 2
+    acct = naive_attention_memory(batch, n, d)
+    return {"d": d, "n": n, "measured": measured, "device_gib": device_bytes / 2**30,
+            **{f"{k}_gib": v / 2**30 for k, v in acct.items()}}
+
+
+def memory_growth(eager: pd.DataFrame, batch: int) -> dict:
+    """How the memory held for the backward pass grows with N at the smallest d (the log-log slope over the
+    longer sequences), against the formula at the longest N that ran."""
+    ok = eager.assign(mem=numeric(eager, "mem_before_bwd_MiB")).dropna(subset=["mem"])
+    d = int(ok.d.min())
+    measured = ok[ok.d == d].set_index("seq_len").mem
+    longer = measured.index[measured.index >= 1024] if (measured.index >= 1024).sum() >= 2 else measured.index
+    n = int(measured.index.max())
+    return {"slope": float(np.polyfit(np.log(longer), np.log(measured[longer]), 1)[0]), "d": d, "n": n,
+            "measured_mib": measured[n], "formula_mib": naive_attention_memory(batch, n, d)["saved_for_backward"] / 2**20}
+
+
+def compiled_side_by_side(runs: pd.DataFrame) -> pd.DataFrame:
+    """Eager and compiled timings and memory per (d, N), with the compiled speed-ups."""
+    eager = runs[~runs.compiled].drop(columns="compiled")
+    side = eager.merge(runs[runs.compiled].drop(columns="compiled"), on=["d", "seq_len"], suffixes=("", "_compiled"))
+    side = side[["d", "seq_len", "fwd_ms", "fwd_ms_compiled", "bwd_ms", "bwd_ms_compiled", "mem_before_bwd_MiB",
+                 "mem_before_bwd_MiB_compiled"]]
+    return side.assign(fwd_speedup=numeric(side, "fwd_ms") / numeric(side, "fwd_ms_compiled"),
+                       bwd_speedup=numeric(side, "bwd_ms") / numeric(side, "bwd_ms_compiled"))
+
+
+def compile_facts(side: pd.DataFrame) -> dict:
+    """Speed-ups at the longest sequence that ran and over the grid, memory ratio, where each ran out."""
+    both = side.dropna(subset=["fwd_speedup", "bwd_speedup"])
+    at_long = both[both.seq_len == both.seq_len.max()]
+    mem_ratio = (numeric(side, "mem_before_bwd_MiB_compiled") / numeric(side, "mem_before_bwd_MiB")).dropna()
+    eager_oom, compiled_oom = side.fwd_ms.eq(OOM) | side.bwd_ms.eq(OOM), side.fwd_ms_compiled.eq(OOM) | side.bwd_ms_compiled.eq(OOM)
+    return {"long_n": int(both.seq_len.max()), "fwd_long": at_long.fwd_speedup.mean(), "bwd_long": at_long.bwd_speedup.mean(),
+            "fwd_min": both.fwd_speedup.min(), "fwd_max": both.fwd_speedup.max(), "bwd_min": both.bwd_speedup.min(),
+            "bwd_max": both.bwd_speedup.max(), "mem_ratio": mem_ratio.median(), "eager_ooms": int(eager_oom.sum()),
+            "compiled_ooms": int(compiled_oom.sum()), "same_ooms": bool((eager_oom == compiled_oom).all())}

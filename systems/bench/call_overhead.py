@@ -1,0 +1,120 @@
+"""The per-call floor of an attention call: where the time of a call too small to keep the GPU busy goes.
+
+At one head of 128 tokens the kernels have almost nothing to do, so a call costs what the host spends
+issuing it. :func:`call_overhead` times calls back to back, layer by layer of our forward's call path (the
+Python checks, one kernel launch with fixed and with autotuned tiles, the allocation around it, the
+custom op, the autograd function), then whole calls of ours and of the SDPA back ends.
+
+    python -m systems.bench.call_overhead
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from systems.attention._checks import check_attention_inputs
+from systems.attention.peers import refused
+from systems.bench.flash_sweep import DTYPES, UNSUPPORTED, attention
+from systems.device import timed
+
+
+def per_call_us(fn: Callable, n_calls: int, device: torch.device) -> tuple[float, float]:
+    """µs per call of ``fn`` called back to back: host time to issue the calls, wall time until the device is done."""
+    fn()  # compiled, tuned and allocated before the clock starts
+    with timed(device) as wall:
+        with timed(device, sync_start=False, sync_end=False) as host:
+            for _ in range(n_calls):
+                fn()
+    return host.ms / n_calls * 1e3, wall.ms / n_calls * 1e3
+
+
+def call_overhead(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 300, is_causal: bool = True,
+                  peers=("sdpa_flash", "sdpa_cudnn")) -> pd.DataFrame:
+    """One row per layer of our call path and per whole call of ours and the ``peers``: ``host_us`` is the time
+    the host needs to issue one call, ``wall_us`` the time per call until the device has finished them all.
+    Where the two agree, the host (Python, dispatch, kernel launches) sets the pace, not the kernels."""
+    from systems.attention.flash_triton import launch
+    from systems.attention.flash_triton.tiles import FlashConfig
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(*shape, device=device, dtype=DTYPES[dtype], requires_grad=True) for _ in "qkv")
+    do = torch.randn_like(q)
+    qd, kd, vd = q.detach(), k.detach(), v.detach()
+    o, L = torch.empty_like(qd), torch.empty(shape[:-1], device=device, dtype=torch.float32)
+    tuned, untuned = FlashConfig(), FlashConfig(autotune=False)
+    code = tuned.encode()
+
+    def backward_of(attend):
+        def step():
+            q.grad = k.grad = v.grad = None
+            attend(q, k, v, is_causal).backward(do)
+        return step
+
+    ours = attention("flash_triton")
+    steps = {
+        ("flash_triton", "input checks (Python)"): lambda: check_attention_inputs(q, k, v),
+        ("flash_triton", "forward kernel launch, fixed tiles"):
+            lambda: launch.launch_forward(qd, kd, vd, o, L, is_causal, untuned),
+        ("flash_triton", "forward kernel launch, tiles of the shape"):
+            lambda: launch.launch_forward(qd, kd, vd, o, L, is_causal, tuned),
+        ("flash_triton", "forward, allocation + launch"): lambda: launch.forward(qd, kd, vd, is_causal, tuned),
+        ("flash_triton", "the same through the custom op"): lambda: launch.flash_fwd(qd, kd, vd, is_causal, code),
+        ("flash_triton", "forward (autograd.Function)"): lambda: ours(q, k, v, is_causal),
+        ("flash_triton", "forward + backward"): backward_of(ours),
+    }
+    for name in peers:
+        steps[(name, "forward")] = lambda attend=attention(name): attend(q, k, v, is_causal)
+        steps[(name, "forward + backward")] = backward_of(attention(name))
+    rows = []
+    for (impl, what), fn in tqdm(steps.items(), desc="per-call cost"):
+        try:
+            host, wall = per_call_us(fn, n_calls, device)
+        except RuntimeError as exc:
+            if not refused(exc):
+                raise
+            host = wall = UNSUPPORTED
+        rows.append({"impl": impl, "what": what, "host_us": host, "wall_us": wall})
+    return pd.DataFrame(rows)
+
+
+def call_floor(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 300, is_causal: bool = True,
+               impls=("flash_triton", "sdpa_flash", "sdpa_cudnn"), modes=("eager", "compiled", "CUDA graph")
+               ) -> pd.DataFrame:
+    """Wall µs per forward and backward call at a shape too small to keep the GPU busy, eager, under
+    ``torch.compile`` and under ``torch.compile(mode="reduce-overhead")`` (the step recorded in a CUDA graph and
+    replayed): how much of the floor each way of calling removes, ours next to SDPA's."""
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(*shape, device=device, dtype=DTYPES[dtype], requires_grad=True) for _ in "qkv")
+    rows = []
+    for impl, mode in tqdm([(i, m) for i in impls for m in modes], desc="per-call floor"):
+        attend = attention(impl)
+
+        def step(attend=attend):
+            o = attend(q, k, v, is_causal)
+            o.sum().backward()
+
+        torch._dynamo.reset()
+        fn = {"eager": step, "compiled": torch.compile(step),
+              "CUDA graph": torch.compile(step, mode="reduce-overhead")}[mode]
+        try:
+            for _ in range(3):  # compile, tune, record
+                fn()
+            _, wall = per_call_us(fn, n_calls, device)
+        except RuntimeError as exc:
+            if not refused(exc):
+                raise
+            wall = UNSUPPORTED
+        rows.append({"impl": impl, "mode": mode, "wall_us": wall})
+        q.grad = k.grad = v.grad = None
+    table = pd.DataFrame(rows).pivot(index="impl", columns="mode", values="wall_us").reindex(impls)[list(modes)]
+    return table.reset_index()
+
+
+if __name__ == "__main__":
+    print(call_overhead().to_string(index=False))

@@ -1,0 +1,285 @@
+"""FlashAttention-2 timed against the anchors over shapes: the §1.3.2 (e) sweep, rectangular shapes, the shapes
+people train with, and what the ratios say.
+
+Every measurement is ``triton.testing.do_bench`` (median of repetitions after warm-up, L2 flushed between
+them) of one of three modes: ``fwd`` (the forward with autograd recording, as in training), ``bwd`` (a
+retained graph's backward alone) and ``fwd_bwd``. Implementations go by the registry's names
+(:mod:`systems.attention`): ours (``flash_triton``, ``naive``) and PyTorch's (``sdpa_flash``, ``sdpa_cudnn``,
+``flex``), compared in the same run. A back end that refuses an input (the SDPA kernels take no fp32) is
+recorded as "unsupported", a point that does not fit in memory as "OOM". Without a GPU (smoke runs) the timer
+falls back to :func:`systems.bench.timing.time_steps` so the code path can be checked on a CPU. FLOPs follow
+:mod:`systems.bench.flops`.
+
+    python -m systems.bench.flash_sweep --max-seq 4096
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+from itertools import product
+from typing import Callable
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from systems.attention import get_attention
+from systems.attention.peers import refused
+from systems.attention.reference import naive_attention
+from systems.bench.flops import attention_flops
+from systems.bench.timing import time_steps
+from systems.device import OOM, free_memory, is_oom
+
+UNSUPPORTED = "unsupported"
+NOT_RUN = "not run"
+MODES = ("fwd", "bwd", "fwd_bwd")
+IMPLS = ("flash_triton", "naive", "sdpa_flash", "sdpa_cudnn")
+SEQ_LENS = tuple(2**i for i in range(7, 17))  # 128 .. 65536
+HEAD_DIMS = (16, 32, 64, 128)
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+def attention(name: str, config=None) -> Callable:
+    """The attention function behind a registry name; ``config`` fixes our Triton kernels' tiles and switches."""
+    if name == "flash_triton" and config is not None:
+        from systems.attention.flash_triton import flash_attention_triton
+
+        return functools.partial(flash_attention_triton, config=config)
+    return get_attention(name)
+
+
+def make_timer(rep_ms: int = 20, warmup_ms: int = 5) -> Callable[[Callable, list], float]:
+    """Median ms of a call: do_bench on a GPU (gradients reset between calls), a few timed steps on a CPU."""
+    if torch.cuda.is_available():
+        import triton.testing
+
+        return lambda fn, grads: triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, grad_to_none=grads,
+                                                         return_mode="median")
+    return lambda fn, grads: time_steps(fn, warmup=1, steps=3).median_ms
+
+
+def measure(fn: Callable, q, k, v, is_causal: bool, modes, timer) -> dict[str, float | str]:
+    """ms per mode for one implementation and input; "OOM" / "unsupported" where it cannot run."""
+    results: dict[str, float | str] = {}
+    try:
+        o = fn(q, k, v, is_causal)  # also the graph that "bwd" replays
+        do = torch.randn_like(o)
+        for mode in modes:
+            if mode == "fwd":
+                results[mode] = timer(lambda: fn(q, k, v, is_causal), [q, k, v])
+            elif mode == "bwd":
+                results[mode] = timer(lambda: o.backward(do, retain_graph=True), [q, k, v])
+            else:
+                results[mode] = timer(lambda: fn(q, k, v, is_causal).backward(do), [q, k, v])
+    except (torch.OutOfMemoryError, RuntimeError) as exc:
+        if not (is_oom(exc) or refused(exc)):
+            raise
+        status = OOM if is_oom(exc) else UNSUPPORTED
+        results = {mode: results.get(mode, status) for mode in modes}
+    finally:
+        q.grad = k.grad = v.grad = None
+        free_memory()
+    return results
+
+
+def run(points, impls=IMPLS, modes=MODES, *, config=None, naive_max_seq: int | None = None, rep_ms: int = 20,
+        warmup_ms: int = 5, seed: int = 0, desc: str = "attention shapes") -> pd.DataFrame:
+    """Every implementation at every point ``(dtype, d, n_q, n_k, batch, heads, causal)``; one row per mode."""
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    timer = make_timer(rep_ms, warmup_ms)
+    rows = []
+    for dtype, d, n_q, n_k, batch, heads, causal in tqdm(points, desc=desc):
+        torch.manual_seed(seed)
+        q = torch.randn(batch, heads, n_q, d, device=device, dtype=DTYPES[dtype], requires_grad=True)
+        k, v = (torch.randn(batch, heads, n_k, d, device=device, dtype=DTYPES[dtype], requires_grad=True)
+                for _ in "kv")
+        for impl in impls:
+            if impl == "naive" and naive_max_seq is not None and max(n_q, n_k) > naive_max_seq:
+                ms = dict.fromkeys(modes, NOT_RUN)
+            else:
+                ms = measure(attention(impl, config), q, k, v, causal, modes, timer)
+            for mode, t in ms.items():
+                flops = attention_flops(n_q, n_k, d, batch * heads, causal, mode)
+                rows.append({"dtype": dtype, "d": d, "n_q": n_q, "n_k": n_k, "batch": batch, "heads": heads,
+                             "causal": causal, "impl": impl, "mode": mode, "ms": t,
+                             "tflops": flops / t / 1e9 if isinstance(t, float) else t})
+        del q, k, v
+    return pd.DataFrame(rows)
+
+
+def sweep(seq_lens=SEQ_LENS, head_dims=HEAD_DIMS, dtypes=("bf16", "fp32"), impls=IMPLS, modes=MODES, *,
+          is_causal: bool = True, batch: int = 1, max_seq: int | None = None, **kwargs) -> pd.DataFrame:
+    """§1.3.2 (e): one row per (dtype, d, N, impl, mode) with ms and TFLOP/s; inputs (batch, 1, N, d).
+
+    ``max_seq`` caps the sweep (smoke runs); ``naive_max_seq`` marks longer naive points "not run" to
+    bound GPU time; ``config`` is the Triton kernels' :class:`~systems.attention.flash_triton.FlashConfig`
+    (None: autotuned).
+    """
+    points = [(dt, d, n, n, batch, 1, is_causal) for dt, d, n in product(dtypes, head_dims, seq_lens)
+              if max_seq is None or n <= max_seq]
+    return run(points, impls, modes, desc="flash sweep", **kwargs)
+
+
+def rectangular(shapes, d: int = 64, dtype: str = "bf16", impls=("flash_triton", "sdpa_flash", "sdpa_cudnn"),
+                modes=MODES, *, is_causal: bool = True, batch: int = 1, **kwargs) -> pd.DataFrame:
+    """The same measurements at (Nq, Nk) pairs with Nq != Nk; FLOPs count the top-left visible area."""
+    points = [(dtype, d, n_q, n_k, batch, 1, is_causal) for n_q, n_k in shapes]
+    return run(points, impls, modes, desc="rectangular", **kwargs)
+
+
+def training_shapes(seq_lens=(256, 512, 1024, 2048, 4096, 8192), head_dims=(64, 80, 96, 128),
+                    batch_heads=((1, 16), (4, 16), (8, 32), (16, 32)), dtypes=("bf16", "fp16"),
+                    causal=(True, False), impls=("flash_triton", "sdpa_flash", "sdpa_cudnn"), modes=("fwd_bwd",),
+                    **kwargs) -> pd.DataFrame:
+    """The shapes models train with: (batch, heads) pairs, head dims of both editions' presets (80 is the 2026
+    xl's), causal and not, both half types; forward and backward."""
+    points = [(dt, d, n, n, b, h, c) for dt, d, n, (b, h), c in product(dtypes, head_dims, seq_lens, batch_heads, causal)]
+    return run(points, impls, modes, desc="training shapes", **kwargs)
+
+
+def wide(df: pd.DataFrame, value: str = "ms") -> pd.DataFrame:
+    """One row per shape and mode, one column per implementation."""
+    index = [c for c in ("dtype", "d", "n_q", "n_k", "batch", "heads", "causal", "mode") if c in df]
+    out = df.pivot_table(index=index, columns="impl", values=value, aggfunc="first").reset_index()
+    out.columns.name = None
+    return out
+
+
+def ratios(df: pd.DataFrame, base: str = "flash_triton", against=("sdpa_flash", "sdpa_cudnn", "naive")) -> pd.DataFrame:
+    """``base`` time over each other implementation's time (below 1: ``base`` is faster); NaN where either failed."""
+    table = wide(df)
+    for other in against:
+        if other in table:
+            num = pd.to_numeric(table[base], errors="coerce")
+            table[f"{base}/{other}"] = num / pd.to_numeric(table[other], errors="coerce")
+    return table
+
+
+def slower_shapes(table: pd.DataFrame, base: str = "flash_triton", other: str = "sdpa_flash", min_n: int = 1024,
+                  fixed_cost_factor: float = 1.5) -> pd.DataFrame:
+    """The rows of a :func:`ratios` table from ``min_n`` tokens on where ``base`` is slower than ``other``, with why.
+
+    ``regime`` is "fixed cost" where ``base`` takes at most ``fixed_cost_factor`` times its time at the
+    shortest sequence of the same (dtype, d, mode): the time hardly grows with the work, so it is the cost
+    of a call (dispatch, checks, kernel launches), not of the kernels. Elsewhere it is "kernel": the
+    kernels themselves are slower at that shape.
+    """
+    ratio = f"{base}/{other}"
+    if ratio not in table:
+        return table.iloc[:0].assign(regime=pd.Series(dtype=str))
+    ms = pd.to_numeric(table[base], errors="coerce")
+    floor = ms.groupby([table.dtype, table.d, table["mode"]]).transform(
+        lambda s: s.loc[table.loc[s.index, "n_q"].idxmin()])
+    slower = table[(table.n_q >= min_n) & (pd.to_numeric(table[ratio], errors="coerce") > 1)]
+    regime = (ms[slower.index] <= fixed_cost_factor * floor[slower.index]).map({True: "fixed cost", False: "kernel"})
+    return slower.assign(regime=regime)
+
+
+def geometric_mean(values: pd.Series) -> float:
+    values = pd.to_numeric(values, errors="coerce").dropna()
+    return float(values.prod() ** (1 / len(values))) if len(values) else float("nan")
+
+
+# ---- what the sweeps say (chapter 07) -----------------------------------------------------------------------
+
+
+def sweep_summary(table: pd.DataFrame, min_n: int, base: str = "flash_triton") -> pd.DataFrame:
+    """Per dtype, head dim and mode, the geometric mean of ``base``'s time over each other implementation's, from
+    ``min_n`` tokens on (below 1: ``base`` is faster): the sweep in one screen."""
+    ratios_ = [c for c in table if c.startswith(f"{base}/")]
+    long = table[table.n_q >= min_n]
+    return long.groupby(["dtype", "d", "mode"])[ratios_].agg(geometric_mean).reset_index()
+
+
+def sweep_facts(runs: pd.DataFrame, table: pd.DataFrame, min_n: int, dtype: str) -> dict:
+    """Geometric-mean ratios from ``min_n`` tokens on in ``dtype`` against each implementation, and where naive
+    attention first ran out of memory (or was not run)."""
+    long = table[(table.n_q >= min_n) & (table.dtype == dtype)]
+    naive = runs[runs.impl == "naive"]
+    oom = naive[naive.ms == OOM].sort_values("n_q")
+    out = {"min_n": min_n, "dtype": dtype, "naive_oom_n": int(oom.n_q.iloc[0]) if len(oom) else 0,
+           "naive_oom_d": int(oom.d.iloc[0]) if len(oom) else 0,
+           "naive_not_run": int(naive[naive.ms == NOT_RUN].n_q.min()) if (naive.ms == NOT_RUN).any() else 0}
+    for other in ("naive", "sdpa_flash", "sdpa_cudnn"):
+        col = f"flash_triton/{other}"
+        out[f"vs_{other}"] = geometric_mean(long[col]) if col in long else float("nan")
+    return out
+
+
+def slower_facts(table: pd.DataFrame, runs: pd.DataFrame, min_n: int) -> tuple[pd.DataFrame, dict]:
+    """The shapes from ``min_n`` on where ours is slower than SDPA's flash back end, by regime; the kernel-regime
+    ones as a table; the per-call floor at the shortest sequence."""
+    slow = slower_shapes(table, min_n=min_n)
+    kernel = slow[slow.regime == "kernel"]
+    compared = pd.to_numeric(table.get("flash_triton/sdpa_flash", pd.Series(dtype=float)), errors="coerce")
+    floor = runs[(runs.impl == "flash_triton") & (runs["mode"] == "fwd_bwd") & (runs.n_q == runs.n_q.min())]
+    floor_ms = pd.to_numeric(floor.ms, errors="coerce")
+    counts = slow.regime.value_counts()
+    return kernel[["dtype", "d", "n_q", "mode", "flash_triton", "sdpa_flash", "flash_triton/sdpa_flash"]], {
+        "slow": len(slow), "compared": int(compared[table.n_q >= min_n].notna().sum()),
+        "fixed": int(counts.get("fixed cost", 0)), "kernel": int(counts.get("kernel", 0)),
+        "floor_n": int(runs.n_q.min()), "floor_min_ms": floor_ms.min(), "floor_max_ms": floor_ms.max()}
+
+
+def training_summary(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """The training shapes: per head dim, dtype and causality, the geometric-mean ratio to each SDPA back end and
+    how many shapes are slower; overall counts."""
+    table = ratios(runs, against=("sdpa_flash", "sdpa_cudnn"))
+    cols = [c for c in ("flash_triton/sdpa_flash", "flash_triton/sdpa_cudnn") if c in table]
+    summary = table.groupby(["dtype", "d", "causal"])[cols].agg(geometric_mean).reset_index()
+    for col in cols:
+        summary[f"slower than {col.split('/')[1]}"] = table.groupby(["dtype", "d", "causal"])[col].agg(
+            lambda r: int((pd.to_numeric(r, errors="coerce") > 1).sum())).values
+    facts = {"shapes": len(table), **{f"slower_{c.split('/')[1]}": int((pd.to_numeric(table[c], errors="coerce") > 1).sum())
+                                      for c in cols},
+             **{f"gm_{c.split('/')[1]}": geometric_mean(table[c]) for c in cols}}
+    return summary, facts
+
+
+def in_model(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """Training steps of the model with each attention (an end-to-end sweep over size, context, attention and
+    compile): ms per step side by side, ours over SDPA's; and where ours is slower."""
+    ok = runs.assign(mode=runs.compile.map({False: "eager", True: "compiled"}))
+    table = ok.pivot_table(index=["size", "mode", "context_length"], columns="attention", values="step_ms",
+                           sort=False).reset_index()
+    table.columns.name = None
+    table["flash_triton/sdpa"] = table.flash_triton / table.sdpa
+    slower = table[table["flash_triton/sdpa"] > 1]
+    worst = slower.loc[slower["flash_triton/sdpa"].idxmax()] if len(slower) else None
+    return table, {"points": int(table["flash_triton/sdpa"].notna().sum()), "slower": len(slower),
+                   "gm": geometric_mean(table["flash_triton/sdpa"]),
+                   "worst": "none" if worst is None else
+                   f"{worst['size']}, {worst['mode']}, context {worst['context_length']}: {worst['flash_triton/sdpa']:.3g}×",
+                   "oom": ", ".join(f"{r.size}/{r.attention}/{r.context_length}" for r in
+                                    runs[runs.status != "ok"].itertuples()) or "none"}
+
+
+def causal_alignment_agrees(impl: str, n_q: int = 64, n_k: int = 256, d: int = 64) -> bool | str:
+    """Whether a back end's causal mask with Nq != Nk is top-left aligned like ours ("unsupported" if it can't run)."""
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch.manual_seed(0)
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    q, k, v = (torch.randn(1, 1, n, d, device=device, dtype=dtype) for n in (n_q, n_k, n_k))
+    try:
+        out = attention(impl)(q, k, v, True)
+    except RuntimeError as exc:
+        if not refused(exc):
+            raise
+        return UNSUPPORTED
+    expected = naive_attention(q.double(), k.double(), v.double(), True)
+    return bool(torch.allclose(out.double(), expected, atol=3e-2, rtol=3e-2))
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m systems.bench.flash_sweep", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--max-seq", type=int, default=None, help="longest sequence of the §1.3.2 (e) sweep")
+    p.add_argument("--training-shapes", action="store_true", help="time the training shapes instead")
+    a = p.parse_args(argv)
+    df = training_shapes() if a.training_shapes else sweep(max_seq=a.max_seq)
+    print(ratios(df, against=("sdpa_flash", "sdpa_cudnn")).to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""The chapters' figures, drawn from their data: one function per figure, so a chapter shows the call and its
+reader the picture (the code that styles axes is not what a chapter is about).
+
+Every function takes the DataFrame the chapter computed and returns the matplotlib figure it drew; the
+chapter's cell shows it. Nothing here computes a result.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+
+def _done(fig, title: str | None = None):
+    if title:
+        fig.suptitle(title, y=1.03)
+    fig.tight_layout()
+    return fig
+
+
+def pass_times(df: pd.DataFrame, title: str):
+    """Forward and backward ms per model size, one panel per context length (log scale)."""
+    long = df.melt(id_vars=["size", "context_length"], value_vars=["forward_ms", "backward_ms"],
+                   var_name="pass", value_name="ms")
+    long["pass"] = long["pass"].str.removesuffix("_ms")
+    grid = sns.catplot(data=long, x="size", y="ms", hue="pass", col="context_length", kind="bar", height=3.2,
+                       order=list(dict.fromkeys(df["size"])))
+    grid.set(yscale="log", ylabel="time per pass (ms)")
+    return _done(grid.figure, title)
+
+
+def warmup_steps(cold: pd.DataFrame, title: str):
+    """Every measured step's time after 0, 1, 2, 5 warm-up steps, each setting in a fresh process."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    sns.lineplot(data=cold, x="step", y="ms", hue="warmup", marker="o", palette="viridis", ax=ax)
+    ax.set(yscale="log", xlabel="measured step", ylabel="forward + backward (ms)", title=title)
+    return _done(fig)
+
+
+def bars(df: pd.DataFrame, x: str, y: str, hue: str, col: str | None, ylabel: str, title: str, order=None,
+         log: bool = True, reference: float | None = None):
+    """``y`` per ``x`` (in ``order``: model sizes from small to large, say), by ``hue``, one panel per ``col``."""
+    grid = sns.catplot(data=df, x=x, y=y, hue=hue, col=col, kind="bar", height=3.2,
+                       order=order or list(dict.fromkeys(df[x])))
+    grid.set(yscale="log" if log else "linear", ylabel=ylabel)
+    if reference is not None:
+        for ax in grid.axes.flat:
+            ax.axhline(reference, color="grey", lw=1, ls="--")
+    return _done(grid.figure, title)
+
+
+def lines(df: pd.DataFrame, x: str, y: str, hue: str | None, title: str, xlabel: str, ylabel: str, style=None,
+          col=None, logx: bool = True, logy: bool = True, reference: float | None = None, palette="viridis"):
+    """``y`` against ``x`` per ``hue`` (and ``style``), one panel per ``col``."""
+    grid = sns.relplot(data=df, x=x, y=y, hue=hue, style=style, col=col, kind="line", marker="o", height=3.2,
+                       aspect=1.15, palette=palette if hue is not None else None)
+    grid.set(xscale="log" if logx else "linear", yscale="log" if logy else "linear", xlabel=xlabel, ylabel=ylabel)
+    if reference is not None:
+        for ax in grid.axes.flat:
+            ax.axhline(reference, color="grey", lw=1, ls="--")
+    return _done(grid.figure, title)
+
+
+def timeline(intervals: pd.DataFrame, by: str = "run", colors: dict[str, str] | None = None,
+             title: str = "one step, rank 0"):
+    """Intervals (lane, kind, start_ms, end_ms) as bars on their lanes (CUDA streams or threads), one panel per
+    ``by`` value, coloured by kind (compute, communication, ...)."""
+    colors = colors or {"compute": "tab:blue", "communication": "tab:orange", "all-gather": "tab:orange",
+                        "reduce-scatter": "tab:red"}
+    groups = list(intervals.groupby(by, sort=False))
+    fig, axes = plt.subplots(len(groups), 1, figsize=(11, 2.1 * len(groups)), sharex=True, squeeze=False)
+    for ax, (name, g) in zip(axes[:, 0], groups):
+        lanes = sorted(g.lane.unique())
+        for y, lane in enumerate(lanes):
+            for kind, k in g[g.lane == lane].groupby("kind"):
+                ax.broken_barh(list(zip(k.start_ms, k.end_ms - k.start_ms)), (y - 0.4, 0.8),
+                               color=colors.get(kind, "tab:gray"))
+        ax.set(yticks=range(len(lanes)), yticklabels=lanes, title=f"{name}: {title}")
+    axes[-1, 0].set_xlabel("time since the step's first interval (ms)")
+    kinds = sorted(set(intervals.kind))
+    axes[0, 0].legend(handles=[plt.Rectangle((0, 0), 1, 1, color=colors.get(k, "tab:gray")) for k in kinds],
+                      labels=kinds, loc="upper left", fontsize=8)
+    return _done(fig)
+
+
+def memory_breakdown(predicted: pd.DataFrame, title: str):
+    """Predicted memory per optimizer as stacked bars (parameters, gradients, state, activations), with the
+    allocator's measurements as markers."""
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    bottom = pd.Series(0.0, index=predicted.index)
+    for part, color in zip(["parameters", "gradients", "optimizer state", "activations"], sns.color_palette("muted")):
+        ax.bar(predicted.index, predicted[part], bottom=bottom, label=part, color=color)
+        bottom += predicted[part]
+    ax.scatter(predicted.index, predicted["measured after step"], color="black", marker="o", zorder=3,
+               label="measured: allocated after step 1")
+    if predicted["measured step peak"].notna().all():  # the CPU has no allocator peaks to show
+        for column, marker in [("measured fwd/bwd peak", "_"), ("measured step peak", "x")]:
+            ax.scatter(predicted.index, predicted[column], color="black", marker=marker, s=200, zorder=3,
+                       label=column.replace("measured", "measured:"))
+    ax.set(ylabel="GiB per GPU (larger rank)", title=title)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1, 1))
+    return _done(fig)
