@@ -199,14 +199,18 @@ class TransformerBlock(nn.Module):
 class TransformerLM(nn.Module):
     """``checkpoint_blocks=k`` recomputes activations in the backward pass: each group of k consecutive blocks
     keeps only its input for the backward and runs its forward again there (``torch.utils.checkpoint``,
-    non-reentrant). Gradients are the same; activation memory falls to the groups' inputs plus one group."""
+    non-reentrant). Gradients are the same; activation memory falls to the groups' inputs plus one group's
+    residuals. A tuple of decreasing sizes nests the groups (``(16, 4, 1)``: groups of 16 blocks, inside each
+    recomputed group groups of 4, inside those single blocks); :mod:`systems.memory.checkpointing` says which."""
 
-    def __init__(self, cfg: ModelConfig, checkpoint_blocks: int = 0):
+    def __init__(self, cfg: ModelConfig, checkpoint_blocks: int | tuple[int, ...] = 0):
         super().__init__()
-        if checkpoint_blocks < 0:
-            raise ValueError(f"checkpoint_blocks must be >= 0, got {checkpoint_blocks}")
+        levels = (checkpoint_blocks,) if isinstance(checkpoint_blocks, int) else tuple(checkpoint_blocks)
+        levels = tuple(k for k in levels if k != 0)
+        if any(not isinstance(k, int) or k < 0 for k in levels) or list(levels) != sorted(levels, reverse=True):
+            raise ValueError(f"checkpoint_blocks must be a block count >= 0 or decreasing counts, got {checkpoint_blocks!r}")
         self.cfg = cfg
-        self.checkpoint_blocks = checkpoint_blocks
+        self.checkpoint_levels = levels
         self.token_embeddings = nn.Embedding(cfg.vocab_size, cfg.d_model)
         nn.init.trunc_normal_(self.token_embeddings.weight, std=1.0, a=-3.0, b=3.0)
         self.layers = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.num_layers))
@@ -215,27 +219,38 @@ class TransformerLM(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens (B, T) int64 -> logits (B, T, vocab_size)."""
-        if tokens.dim() != 2:
-            raise ValueError(f"tokens must be (batch, seq), got shape {tuple(tokens.shape)}")
-        if tokens.shape[1] > self.cfg.context_length:
-            raise ValueError(
-                f"sequence length {tokens.shape[1]} exceeds context_length {self.cfg.context_length}"
-            )
+        check_tokens(tokens, self.cfg)
         x = self.token_embeddings(tokens)  # (B, T, d)
-        k = self.checkpoint_blocks or len(self.layers)
-        for start in range(0, len(self.layers), k):
-            group = self.layers[start:start + k]
-            if self.checkpoint_blocks and torch.is_grad_enabled():
-                x = checkpoint(_run_blocks, group, x, use_reentrant=False)
-            else:
-                x = _run_blocks(group, x)
-        return self.lm_head(self.ln_final(x))
+        levels = self.checkpoint_levels if torch.is_grad_enabled() else ()
+        return self.lm_head(self.ln_final(_run_blocks(self.layers, x, levels)))
 
 
-def _run_blocks(blocks: nn.ModuleList, x: torch.Tensor) -> torch.Tensor:
-    for block in blocks:
-        x = block(x)
+def _run_blocks(blocks: nn.ModuleList, x: torch.Tensor, levels: tuple[int, ...]) -> torch.Tensor:
+    """The blocks in order; with ``levels``, each group of ``levels[0]`` blocks checkpointed, nesting the rest."""
+    if not levels:
+        for block in blocks:
+            x = block(x)
+        return x
+    k, inner = levels[0], levels[1:]
+    for start in range(0, len(blocks), k):
+        x = checkpoint(_run_blocks, blocks[start:start + k], x, inner, use_reentrant=False)
     return x
+
+
+def check_tokens(tokens: torch.Tensor, cfg: ModelConfig) -> None:
+    """Shape, length, dtype and (on the host, where it costs no device synchronisation) the id range of a batch."""
+    if tokens.dim() != 2:
+        raise ValueError(f"tokens must be (batch, seq), got shape {tuple(tokens.shape)}")
+    if tokens.shape[0] == 0 or tokens.shape[1] == 0:
+        raise ValueError(f"tokens must hold at least one sequence of at least one token, got shape {tuple(tokens.shape)}")
+    if tokens.shape[1] > cfg.context_length:
+        raise ValueError(f"sequence length {tokens.shape[1]} exceeds context_length {cfg.context_length}")
+    if tokens.dtype not in (torch.int64, torch.int32):
+        raise ValueError(f"tokens must be integer ids (int64 or int32), got {tokens.dtype}")
+    if tokens.device.type == "cpu":
+        low, high = int(tokens.min()), int(tokens.max())
+        if low < 0 or high >= cfg.vocab_size:
+            raise ValueError(f"token ids must lie in [0, {cfg.vocab_size}) (the vocabulary), got ids from {low} to {high}")
 
 
 # ---- the model on the command line (every CLI that builds one) -------------------------------------------

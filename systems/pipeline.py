@@ -158,6 +158,8 @@ def execute(name: str, profile: str, into: str = "default", timeout_s: int | Non
     for dep in needs(name).depends_on:
         if out.data_dir is not None and not (out.data_dir.parent / dep).is_dir():
             raise SystemExit(f"{name} reads the data of {dep}, which has not run in this profile: run {dep} first")
+    # the kernel inherits this process's environment: figures must show inline whatever backend it names
+    os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
     nb = jupytext.read(NOTEBOOKS / f"{name}.py")
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     source = out.notebook.with_suffix(".source.ipynb")

@@ -44,7 +44,8 @@ from systems.bench.flops import model_flops, mfu
 from systems.cli import HelpFormatter, add_arguments, build, dump_json, option
 from systems.data import TokenData
 from systems.device import local_device, timed
-from systems.model import ModelConfig, TransformerLM, add_model_arguments, models_from_args, parameter_count, preset
+from systems.model import (ModelConfig, TransformerLM, add_model_arguments, check_tokens, models_from_args,
+                           parameter_count, preset)
 from systems.zero import ShardedOptimizer
 
 WRAPPERS = ("none", "torch", "naive", "flat", "overlap", "bucketed")
@@ -253,6 +254,7 @@ class _Run:
         global batch's loss, the gradient norm before clipping, and whether the step was skipped."""
         cfg = self.cfg
         x, y = self.data.local_batch(step, cfg.global_batch_size, cfg.model.context_length, self.rank, self.world)
+        check_tokens(x, cfg.model)  # on the host, before the batch reaches the GPU
         x, y = x.to(self.device), y.to(self.device)
         micro = x.shape[0] // cfg.grad_accum
         loss_sum = torch.zeros((), device=self.device)

@@ -178,3 +178,15 @@ def test_every_commit_the_book_names_is_in_this_history():
         if info["status"] == "executed":
             assert info["commit_known"] is not False or info["base_commit"], (
                 f"{name} names commit {info['stamp'].get('commit')}, which is not in this repository: run it again")
+
+
+def test_every_figure_of_an_executed_chapter_was_drawn():
+    # a figure cell whose run left no image (a non-interactive matplotlib backend, say) is a hole in the page
+    for path in sorted(pipeline.EXECUTED.glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        if not pipeline.matches_source(path.stem, nb):
+            continue  # a run of an older source is checked by what it was
+        for cell in nb.cells:
+            if cell.cell_type == "code" and "figures." in cell.source:
+                images = [o for o in cell.outputs if "image/png" in o.get("data", {})]
+                assert images, f"{path.name}: a figure cell has no image: {cell.source[:80]!r}"

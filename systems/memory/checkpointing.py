@@ -1,0 +1,59 @@
+"""Activation checkpointing on paper: how much a step keeps and recomputes for a given grouping of N blocks
+(2026 handout §3.2, ``gradient_checkpointing``).
+
+A block keeps ``block`` bytes of residuals for its backward pass; its input (the residual stream between blocks)
+is ``boundary`` bytes. Checkpointing groups of k consecutive blocks keeps only each group's input during the
+forward pass; the backward pass then recomputes one group at a time, holding its k blocks' residuals while it
+runs. Peak activation memory of one level:
+
+    M(k) = (N/k) · boundary + k · block                minimised at k* = √(N · boundary / block)
+
+at the cost of one extra forward pass per block. Nesting (checkpointing inside the recomputed group, and so on)
+trades memory further for compute: halving at every level keeps O(log N) boundaries and recomputes each block
+O(log N) times (:func:`nested_levels`), the minimum of peak memory when compute does not count.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def one_level_peak(n_blocks: int, k: int, block: float, boundary: float) -> float:
+    """Peak activation bytes with groups of ``k`` blocks checkpointed (k = 0: no checkpointing, every block's
+    residuals kept)."""
+    if k == 0:
+        return n_blocks * block
+    return math.ceil(n_blocks / k) * boundary + k * block
+
+
+def best_group(n_blocks: int, block: float, boundary: float) -> int:
+    """The group size that minimises :func:`one_level_peak` among the divisors of ``n_blocks`` (groups of equal
+    size), next to the continuous optimum √(N·boundary/block)."""
+    divisors = [k for k in range(1, n_blocks + 1) if n_blocks % k == 0]
+    return min(divisors, key=lambda k: one_level_peak(n_blocks, k, block, boundary))
+
+
+def nested_levels(n_blocks: int) -> tuple[int, ...]:
+    """Group sizes of nested checkpointing that halve at every level: for 32 blocks (16, 8, 4, 2, 1). With these,
+    ``TransformerLM(checkpoint_blocks=levels)`` keeps about log2(N) boundaries per level's live group and
+    recomputes each block once per level."""
+    levels, k = [], n_blocks // 2
+    while k >= 1:
+        levels.append(k)
+        k //= 2
+    return tuple(levels)
+
+
+def nested_peak(n_blocks: int, levels: tuple[int, ...], block: float, boundary: float) -> float:
+    """Peak activation bytes with nested groups: at each level the live group keeps its sub-groups' inputs, and
+    the innermost group's blocks recompute their residuals."""
+    peak, span = 0.0, n_blocks
+    for k in levels:
+        peak += math.ceil(span / k) * boundary
+        span = k
+    return peak + span * block
+
+
+def extra_forward_fraction(levels: tuple[int, ...]) -> float:
+    """Recomputation as a share of one forward pass: one more forward per checkpointed level."""
+    return float(len(levels))

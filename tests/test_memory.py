@@ -1,0 +1,123 @@
+"""What autograd saves (systems.memory.saved), activation checkpointing in the model, and its analysis."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+
+from systems.memory.checkpointing import best_group, nested_levels, nested_peak, one_level_peak
+from systems.memory.saved import SavedTensors
+from systems.model import ModelConfig, TransformerLM
+
+B, T, D = 2, 16, 32
+
+
+class HandoutRMSNorm(nn.Module):
+    """The 2026 handout's §3.1 example: rsqrt of the mean square, times the input, times the weight."""
+
+    def __init__(self, d: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(d))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * self.weight
+
+
+def test_the_handouts_rmsnorm_saves_six_tensors_in_three_storages():
+    norm = HandoutRMSNorm(D)
+    x = torch.randn(B, T, D, requires_grad=True)
+    with SavedTensors(norm) as saved:
+        norm(x).sum()
+    shapes = sorted(r.shape for r in saved.records)
+    # pow saves x; rsqrt its result; x * rsqrt saves both; (x * rsqrt) * weight saves the product and the weight
+    assert shapes == sorted([(B, T, D), (B, T, D), (B, T, D), (B, T, 1), (B, T, 1), (D,)])
+    assert [r.parameter for r in saved.records].count(True) == 1  # the weight: listed, not counted
+    full, row = B * T * D * 4, B * T * 4
+    assert saved.total_bytes == 2 * full + row  # x once, the product, the rsqrt once
+    assert set(saved.by_op().op) >= {"pow", "rsqrt", "mul"}
+    assert saved.by_module().bytes.sum() == saved.total_bytes
+
+
+def test_a_compiled_rmsnorm_saves_less():
+    norm = HandoutRMSNorm(D)
+    x = torch.randn(B, T, D, requires_grad=True)
+    compiled = torch.compile(norm, backend="aot_eager_decomp_partition")
+    compiled(x)  # compile first: the measurement should see the fused function, not the tracing
+    with SavedTensors(norm, by_operation=False) as fused:
+        compiled(x).sum()
+    with SavedTensors(norm) as eager:
+        norm(x).sum()
+    assert fused.total_bytes < eager.total_bytes
+    kept = sorted(r.shape for r in fused.records if not r.parameter)
+    assert kept == [(B, T, 1), (B, T, D)]  # the input and one (B, T, 1) statistic; the product is recomputed
+
+
+def tiny(**kw) -> TransformerLM:
+    torch.manual_seed(0)
+    return TransformerLM(ModelConfig(vocab_size=61, context_length=12, d_model=32, num_layers=4, num_heads=4,
+                                     d_ff=48, attention="naive"), **kw)
+
+
+def gradients(model: TransformerLM, tokens: torch.Tensor) -> list[torch.Tensor]:
+    model.zero_grad()
+    model(tokens).float().pow(2).mean().backward()
+    return [p.grad.clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("checkpoint_blocks", [1, 2, 4, (2, 1)])
+def test_checkpointing_gives_the_same_gradients_and_keeps_less(checkpoint_blocks):
+    tokens = torch.randint(0, 61, (3, 12))
+    plain, checked = tiny(), tiny(checkpoint_blocks=checkpoint_blocks)
+    for a, b in zip(gradients(plain, tokens), gradients(checked, tokens)):
+        assert torch.equal(a, b)  # the recomputation runs the same operations on the same inputs
+    with SavedTensors(plain) as everything:
+        plain(tokens)
+    with SavedTensors(checked) as boundaries:
+        checked(tokens)
+    blocks = sum(r.bytes for r in everything.records if r.first and not r.parameter and r.module.startswith("layers"))
+    assert blocks > 0 and not any(r.module.startswith("layers") for r in boundaries.records)
+    # what remains: everything outside the blocks, and each outer group's input (3 × 12 × 32 fp32), as predicted
+    outer = checkpoint_blocks if isinstance(checkpoint_blocks, int) else checkpoint_blocks[0]
+    assert boundaries.total_bytes == everything.total_bytes - blocks + math.ceil(4 / outer) * 3 * 12 * 32 * 4
+
+
+def test_checkpoint_settings_are_checked():
+    for bad in (-1, (1, 2), (2, -1)):
+        with pytest.raises(ValueError, match="checkpoint_blocks"):
+            tiny(checkpoint_blocks=bad)
+
+
+def test_one_level_of_checkpointing_on_paper():
+    # 32 blocks of 100 bytes each, boundaries of 1 byte: k* = sqrt(32 / 100) < 1, so single blocks win
+    assert one_level_peak(32, 0, 100, 1) == 3200
+    assert one_level_peak(32, 1, 100, 1) == 32 + 100
+    assert one_level_peak(32, 4, 100, 1) == 8 + 400
+    assert best_group(32, 100, 1) == 1
+    # boundaries as large as a block: sqrt(32) ≈ 5.7, the nearest divisor is best
+    assert best_group(32, 1, 1) in (4, 8) and one_level_peak(32, best_group(32, 1, 1), 1, 1) == 12
+
+
+def test_nested_checkpointing_on_paper():
+    assert nested_levels(32) == (16, 8, 4, 2, 1)
+    levels = nested_levels(32)
+    # 2 boundaries per level, 5 levels, then one block's residuals: O(log N) against N for no checkpointing
+    assert nested_peak(32, levels, block=100, boundary=1) == 2 * 5 + 100
+    assert nested_peak(32, levels, 100, 1) < one_level_peak(32, best_group(32, 100, 1), 100, 1)
+
+
+def test_the_model_refuses_bad_tokens_with_the_limit_named():
+    model = tiny()
+    with pytest.raises(ValueError, match=r"\[0, 61\).*from 0 to 61"):
+        model(torch.tensor([[0, 61]]))
+    with pytest.raises(ValueError, match=r"from -1 to"):
+        model(torch.tensor([[-1, 3]]))
+    with pytest.raises(ValueError, match="at least one token"):
+        model(torch.zeros(2, 0, dtype=torch.long))
+    with pytest.raises(ValueError, match="integer ids"):
+        model(torch.zeros(1, 3))
+    with pytest.raises(ValueError, match="context_length must be a positive integer, got -4"):
+        ModelConfig(context_length=-4)
+    assert math.isfinite(model(torch.tensor([[0, 60]])).sum().item())
