@@ -124,3 +124,22 @@ class SavedTensors:
         out = t.groupby(key, sort=False).agg(tensors=("shape", "size"), bytes=("adds_bytes", "sum")).reset_index()
         out["MiB"] = out.bytes / 2**20
         return out.sort_values("bytes", ascending=False, ignore_index=True)
+
+
+def block_residuals(cfg, batch: int, compiled: bool = False, device: str | torch.device | None = None
+                    ) -> "SavedTensors":
+    """What one Transformer block of ``cfg`` saves for its backward pass on a random (batch, context, d_model) fp32
+    input; ``compiled`` measures ``torch.compile(block, fullgraph=True)``, as the 2026 handout's §3.2 does."""
+    from systems.model import TransformerBlock
+
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    torch.manual_seed(0)
+    with torch.device(device):
+        block = TransformerBlock(cfg)
+        x = torch.randn(batch, cfg.context_length, cfg.d_model, requires_grad=True)
+    run = torch.compile(block, fullgraph=True) if compiled else block
+    if compiled:
+        run(x)  # compile outside the measurement
+    with SavedTensors(block, by_operation=not compiled) as saved:
+        run(x)
+    return saved
