@@ -10,6 +10,8 @@ only for the parameters it owns, so optimizer-state memory per rank falls by the
 ``step`` runs the wrapped optimizer on the owned parameters, then every owner broadcasts its updated
 parameters to the other ranks. Ownership is a greedy largest-first assignment to the least-loaded rank
 (in bytes), so one huge embedding next to many small norms still balances as well as whole tensors can.
+Frozen parameters get owners too: a layer unfrozen later (gradual unfreezing) is then trained by its owner
+like any other, and a parameter is broadcast only while it can change (it requires grad or holds one).
 
 ``state_dict()`` gathers every owner's state into one dict keyed exactly like the unsharded optimizer's,
 and ``load_state_dict`` keeps the entries this rank owns: a checkpoint taken at world size N resumes at
@@ -67,7 +69,7 @@ class ShardedOptimizer(Optimizer):
         self.optimizer_cls = optimizer_cls
         self.owner: dict[torch.Tensor, int] = {}  # parameter -> rank that holds its optimizer state
         self._load = [0] * self.world_size  # bytes owned per rank, across all groups so far
-        self._buckets: list[tuple[int, list[torch.Tensor]]] | None = None  # (owner, params), built lazily
+        self._buckets: dict[tuple[int, ...], list[tuple[int, list[torch.Tensor]]]] = {}  # see _flat_buckets
         self.local: Optimizer | None = None  # built after the super-constructor has added every group
         super().__init__(params, defaults=dict(kwargs))
         self.local = optimizer_cls([self._local_group(g) for g in self.param_groups], **kwargs)
@@ -91,10 +93,9 @@ class ShardedOptimizer(Optimizer):
             _check_device(p, dist.get_backend(self.process_group) if self.distributed else None)
         super().add_param_group(param_group)  # validates; fills in defaults
         group = self.param_groups[-1]
-        trainable = [p for p in group["params"] if p.requires_grad]  # frozen ones never change: skip them
-        owners = assign_owners([p.numel() * p.element_size() for p in trainable], self._load)
-        self.owner.update(zip(trainable, owners))
-        self._buckets = None
+        owners = assign_owners([p.numel() * p.element_size() for p in group["params"]], self._load)
+        self.owner.update(zip(group["params"], owners))
+        self._buckets = {}
         if self.local is not None:
             self.local.add_param_group(self._local_group(group))
 
@@ -124,19 +125,25 @@ class ShardedOptimizer(Optimizer):
         # broadcast takes a global rank even inside a sub-group
         return dist.get_global_rank(self.process_group, owner) if self.process_group is not None else owner
 
+    def _changing(self) -> list[torch.Tensor]:
+        """Parameters the last step may have changed. requires_grad and grad presence are the same on every
+        rank of an SPMD program, so every rank computes the same list and the broadcasts match."""
+        return [p for g in self.param_groups for p in g["params"] if p.requires_grad or p.grad is not None]
+
     @torch.no_grad()
     def _synchronize_parameters(self) -> None:
+        changing = self._changing()
         if self.broadcast == "param":
             works = [
                 dist.broadcast(p, src=self._src(self.owner[p]), group=self.process_group, async_op=True)
-                for g in self.param_groups for p in g["params"] if p in self.owner
+                for p in changing
             ]
             for work in works:
                 work.wait()
             return
         # "flat": double buffering bounds the extra memory to two buckets while keeping the link busy.
         pending: deque = deque()
-        for owner, params in self._flat_buckets():
+        for owner, params in self._flat_buckets(changing):
             if owner == self.rank:
                 flat = torch._utils._flatten_dense_tensors(params)
             else:
@@ -148,14 +155,16 @@ class ShardedOptimizer(Optimizer):
         while pending:
             _unflatten_into(*pending.popleft(), self.rank)
 
-    def _flat_buckets(self) -> list[tuple[int, list[torch.Tensor]]]:
-        """Per owner, consecutive parameters of one dtype and device, at most ``bucket_mb`` MiB each."""
-        if self._buckets is None:
+    def _flat_buckets(self, changing: list[torch.Tensor]) -> list[tuple[int, list[torch.Tensor]]]:
+        """Per owner, consecutive ``changing`` parameters of one dtype and device, at most ``bucket_mb`` MiB
+        each; cached per set of changing parameters (it changes only when layers are frozen or unfrozen)."""
+        key = tuple(id(p) for p in changing)
+        if key not in self._buckets:
             limit = self.bucket_mb * 2**20
             buckets: list[tuple[int, list[torch.Tensor]]] = []
             for owner in range(self.world_size):
                 open_runs: dict[tuple, tuple[list[torch.Tensor], int]] = {}  # (dtype, device) -> (params, bytes)
-                for p in self.owned_parameters(owner):
+                for p in (p for p in changing if self.owner[p] == owner):
                     kind, size = (p.dtype, p.device), p.numel() * p.element_size()
                     run, used = open_runs.get(kind, ([], 0))
                     if run and used + size > limit:
@@ -163,8 +172,8 @@ class ShardedOptimizer(Optimizer):
                         run, used = [], 0
                     open_runs[kind] = (run + [p], used + size)
                 buckets += [(owner, run) for run, _ in open_runs.values()]
-            self._buckets = buckets
-        return self._buckets
+            self._buckets = {key: buckets}  # only the current set is worth keeping
+        return self._buckets[key]
 
     # ---- checkpoints ------------------------------------------------------------------------------------
 

@@ -121,6 +121,10 @@ def play(spec: dict, sharded: bool) -> dict:
         y = torch.randint(VOCAB, (4, 6), generator=g)
         for group, lr in zip(opt.param_groups, base_lrs):
             group["lr"] = lr * 0.9**step  # a schedule writes to the wrapper's groups; the shards must follow
+        if step == spec.get("unfreeze_at"):  # gradual unfreezing: a layer frozen at construction starts to train
+            model.frozen.requires_grad_(True)
+        if step == spec.get("freeze_at"):  # and a trained one stops
+            model.up.weight.requires_grad_(False)
         opt.zero_grad()
         F.cross_entropy(model(x).flatten(0, 1), y.flatten()).backward()
         opt.step()
@@ -172,6 +176,9 @@ SPECS = {
     "grouped": {"model": "toy", "grouped": True, "stop": STEPS},
     "late_group_flat": {"model": "toy", "grouped": True, "late_group": True, "stop": STEPS,
                         "broadcast": "flat", "bucket_mb": 1e-3},  # ~1 KiB buckets: many of them
+    "thaw": {"model": "toy", "stop": STEPS, "unfreeze_at": 3, "freeze_at": 6},
+    "thaw_flat": {"model": "toy", "stop": STEPS, "unfreeze_at": 3, "freeze_at": 6, "broadcast": "flat",
+                  "bucket_mb": 1e-3},
     "half": HALF,
     "huge": {"model": "huge", "stop": STEPS},
     "even": {"model": "even", "stop": 2},
@@ -196,7 +203,7 @@ def runs():
 
 @pytest.mark.distributed
 @pytest.mark.parametrize("world", [2, 3])
-@pytest.mark.parametrize("name", ["plain", "grouped", "late_group_flat", "huge", "two"])
+@pytest.mark.parametrize("name", ["plain", "grouped", "late_group_flat", "thaw", "thaw_flat", "huge", "two"])
 def test_sharded_adamw_matches_unsharded(runs, world, name):
     want = reference(SPECS[name])
     for rank_result in runs[world]:  # every rank ends with the same, correct weights
@@ -247,7 +254,7 @@ def test_more_ranks_than_parameters(runs):
 
 
 def test_single_process_is_a_plain_optimizer():
-    for spec in (SPECS["grouped"], SPECS["late_group_flat"]):
+    for spec in (SPECS["grouped"], SPECS["late_group_flat"], SPECS["thaw"]):
         got, want = play(spec, sharded=True), reference(spec)
         assert_same_weights(got["weights"], want["weights"], atol=0)
         assert_same_state_dict(got["optimizer"], want["optimizer"])
@@ -259,9 +266,9 @@ def test_frozen_and_tied_parameters_are_handled():
     opt = get_sharded_optimizer([model.emb.weight, model.emb.weight, model.frozen, model.up.weight], torch.optim.AdamW)
     kept = opt.param_groups[0]["params"]
     assert len(kept) == 3 and all(a is b for a, b in zip(kept, [model.emb.weight, model.frozen, model.up.weight]))
-    assert model.frozen not in opt.owner and len(opt.owner) == 2
+    assert len(opt.owner) == 3  # the frozen one too, in case it is unfrozen later
     model(torch.zeros(1, 3, dtype=torch.long)).sum().backward()
-    opt.step()
+    opt.step()  # but while frozen it has no state
     assert state_bytes(opt) == 2 * 4 * (model.emb.weight.numel() + model.up.weight.numel()) + 2 * 4
 
 
