@@ -143,3 +143,27 @@ def block_residuals(cfg, batch: int, compiled: bool = False, device: str | torch
     with SavedTensors(block, by_operation=not compiled) as saved:
         run(x)
     return saved
+
+
+def model_residuals_per_token(cfg, context: int = 64) -> float:
+    """Bytes one token of ``cfg`` keeps for the backward pass of its training loss (fp32, eager), measured on the
+    CPU: a one-block model with its embedding, head and loss, plus the other blocks at one block's cost. With an
+    attention that keeps no context × context matrix (``sdpa``), this does not depend on the context length,
+    so a short one measures it."""
+    from dataclasses import replace
+
+    import torch.nn.functional as F
+
+    from systems.model import TransformerLM
+
+    if cfg.attention == "naive":
+        raise ValueError("naive attention keeps a context × context matrix: bytes per token depend on the context")
+    torch.manual_seed(0)
+    one = replace(cfg, num_layers=1, context_length=context)
+    model = TransformerLM(one)
+    tokens = torch.randint(cfg.vocab_size, (1, context + 1))
+    with SavedTensors(model, by_operation=False) as saved:
+        logits = model(tokens[:, :-1])
+        F.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].flatten())
+    block = block_residuals(one, 1, device="cpu").total_bytes
+    return (saved.total_bytes + (cfg.num_layers - 1) * block) / context
