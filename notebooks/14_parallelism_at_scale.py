@@ -29,6 +29,8 @@ profile = "auto"
 data_dir = None
 
 # %% tags=["remove-cell"]
+import math
+
 import pandas as pd
 
 from systems import figures, pipeline, report
@@ -169,31 +171,32 @@ batches = [2.0**k for k in range(10, 25)]
 limits = plans.device_limits(xxl["d_model"], xxl["d_ff"], [nvlink, infiniband], batches)
 report.save_table(limits, data_dir, "device_limits")
 figures.lines(limits, "batch", "largest N", "strategy", "Largest device count before a pass is communication-bound",
-              "batch (tokens)", "devices", col="network", palette="tab10");
+              "batch (tokens)", "devices", col="network", palette="tab10", legend_below=True);
 
 # %% tags=["remove-cell"]
 million = FFN(2**20, xxl["d_model"], xxl["d_ff"])
-mesh_nv, mesh_nv_shared = best_mesh(million, nvlink), best_mesh(million, nvlink, overlap=False)
-report.glue_all("ps_lim", {
+mesh_nv = best_mesh(million, nvlink)
+report.glue_all("ps_lim", {key: math.floor(n) for key, n in {  # whole devices, at most the limit
     "dp_nv": largest_devices("DP", million, nvlink, "backward"),
     "dp_ib": largest_devices("DP", million, infiniband, "backward"),
     "tp_fwd_nv": largest_devices("TP", million, nvlink), "tp_bwd_nv": largest_devices("TP", million, nvlink, "backward"),
     "tp_fwd_ib": largest_devices("TP", million, infiniband),
-    "both_nv": largest_devices("FSDP × TP", million, nvlink),
+    "both_nv": math.floor(mesh_nv[0]) * math.floor(mesh_nv[1]),
     "both_ib": largest_devices("FSDP × TP", million, infiniband),
     "shared_ib": largest_devices("FSDP × TP (no overlap)", million, infiniband),
-    "mesh_fsdp": mesh_nv[0], "mesh_tp": mesh_nv[1]})
+    "mesh_fsdp": mesh_nv[0], "mesh_tp": mesh_nv[1]}.items()})
 
 # %% [markdown]
 # At a batch of 2²⁰ tokens (about a million), data parallelism and FSDP stay compute-bound up to
-# {glue:text}`ps_lim_dp_nv:.4g` devices if every link were NVLink, and {glue:text}`ps_lim_dp_ib:.4g` over InfiniBand;
-# the lines are straight in the batch, with slope W/C. Tensor parallelism does not care about the batch: its forward
-# reaches {glue:text}`ps_lim_tp_fwd_nv:.3g` devices on NVLink (its backward {glue:text}`ps_lim_tp_bwd_nv:.3g`) but
-# only {glue:text}`ps_lim_tp_fwd_ib:.3g` over InfiniBand: across nodes it is communication-bound at any size.
-# Combined, an NVLink mesh of {glue:text}`ps_lim_mesh_fsdp:.4g` × {glue:text}`ps_lim_mesh_tp:.3g` would keep
-# {glue:text}`ps_lim_both_nv:.4g` devices busy; over InfiniBand, {glue:text}`ps_lim_both_ib:.4g` with overlapped axes
-# and {glue:text}`ps_lim_shared_ib:.4g` when the two axes share the network. Real clusters mix the two: TP inside a
-# node on NVLink, FSDP and DP across nodes.
+# {glue:text}`ps_lim_dp_nv` devices if every link were NVLink, and {glue:text}`ps_lim_dp_ib` over InfiniBand; the
+# lines are straight in the batch, with slope W/C. Tensor parallelism does not care about the batch: its forward
+# reaches {glue:text}`ps_lim_tp_fwd_nv` devices on NVLink (its backward {glue:text}`ps_lim_tp_bwd_nv`) but only
+# {glue:text}`ps_lim_tp_fwd_ib` over InfiniBand, where even a mesh of a few devices is communication-bound.
+# Combined, an NVLink mesh of {glue:text}`ps_lim_mesh_fsdp` × {glue:text}`ps_lim_mesh_tp` would keep
+# {glue:text}`ps_lim_both_nv:,` devices busy; over InfiniBand, {glue:text}`ps_lim_both_ib:,` with overlapped axes
+# and {glue:text}`ps_lim_shared_ib` when the two axes share the network (at small batches the shared-network mesh
+# degenerates to pure TP, its best choice there). Real clusters mix the two: TP inside a node on NVLink, FSDP and DP
+# across nodes.
 #
 # ## `communication_accounting` (2025 handout §2.4): the XXL model
 #
@@ -328,9 +331,9 @@ ar["bytes"] = ar.size_mb * 2**20
 o, w = fit_latency_bandwidth(ar.bytes, ar.median_ms / 1e3)
 peak = H200.link_bandwidth
 ar["measured_ms"] = ar.median_ms
-ar["ring at peak NVLink (ms)"] = [1e3 * ring_all_reduce(b, 2, peak) for b in ar.bytes]
-ar["fitted o + S/w (ms)"] = 1e3 * (o + ar.bytes / w)
-ar["measured / peak"] = ar.measured_ms / ar["ring at peak NVLink (ms)"]
+ar["§8 ring (ms)"] = [1e3 * ring_all_reduce(b, 2, peak) for b in ar.bytes]
+ar["o + S/w (ms)"] = 1e3 * (o + ar.bytes / w)
+ar["measured / §8"] = ar.measured_ms / ar["§8 ring (ms)"]
 e2e = pd.read_csv(pipeline.BOOK_DATA / "01_end_to_end" / "forward_backward.csv")
 e2e_stamp = pipeline.run_info("01_end_to_end")["stamp"]
 xl_run = e2e.query("size == 'xl' and context_length == 512 and status == 'ok'").iloc[0]
@@ -339,7 +342,7 @@ best = best_bucket(grad_bytes, o, w)
 report.glue_all("ps_ar", {"gpu": ar_stamp["gpu"], "date": ar_stamp["date"][:10], "o_us": o * 1e6, "w_gbs": w / GB,
                           "peak_gbs": peak / GB, "w_share": ar.busbw_GBps.iloc[-1] * GB / peak, "fit_err": 100 * fit_error(ar.bytes, ar.median_ms
                                                                                               / 1e3, o, w),
-                          "small_ratio": ar["measured / peak"].iloc[0], "big_ratio": ar["measured / peak"].iloc[-1],
+                          "small_ratio": ar["measured / §8"].iloc[0], "big_ratio": ar["measured / §8"].iloc[-1],
                           "busbw_big": ar.busbw_GBps.iloc[-1], "best_mb": best["bucket_bytes"] / 2**20,
                           "best_n": best["n_buckets"], "best_ms": best["overhead_s"] * 1e3,
                           "one_bucket_ms": float(ddp_overhead(1, grad_bytes, o, w)) * 1e3})
@@ -352,8 +355,8 @@ report.glue_all("ps_ar", {"gpu": ar_stamp["gpu"], "date": ar_stamp["date"][:10],
 # {glue:text}`ps_ar_fit_err:.2g` %):
 
 # %% tags=["nbval-check-output"]
-report.table(ar[["size_mb", "measured_ms", "ring at peak NVLink (ms)", "fitted o + S/w (ms)", "measured / peak",
-                 "algbw_GBps", "busbw_GBps"]], floatfmt=".4g")
+report.table(ar[["size_mb", "measured_ms", "§8 ring (ms)", "o + S/w (ms)", "measured / §8", "busbw_GBps"]],
+             floatfmt=".4g")
 
 # %% [markdown]
 # The model and the machine disagree in two ways. At 1 MB the measurement is {glue:text}`ps_ar_small_ratio:.3g` times
@@ -401,7 +404,7 @@ report.save_table(steps, data_dir, "simulated_steps")
 report.table(steps.pivot_table(index=["latency", "devices"], columns="strategy", values="step_ms", sort=False)
              .reset_index(), floatfmt=".4g")
 figures.lines(steps, "devices", "exposed_ms", "strategy", "Communication the step cannot hide (simulated)",
-              "GPUs", "exposed communication per step (ms)", col="latency", palette="tab10");
+              "GPUs", "exposed communication per step (ms)", col="latency", palette="tab10", legend_below=True);
 
 # %% tags=["remove-cell"]
 best_by_n = plans.best_buckets(layers, devices, clusters, [1, 5, 25, 100, 400, 1600])
@@ -411,6 +414,7 @@ bucket_of = lambda lat, n: best_by_n.query("latency == @lat and devices == @n").
 report.glue_all("ps_sim", {
     "compute_ms": step_of("call", 2, "flat", "step_ms") - step_of("call", 2, "flat"),
     "flat_2": step_of("call", 2, "flat"), "flat_1024": step_of("call", 1024, "flat"),
+    "flat_step_1024": step_of("step", 1024, "flat"),
     "naive_call_1024": step_of("call", 1024, "naive"), "naive_step_1024": step_of("step", 1024, "naive"),
     "overlap_call_1024": step_of("call", 1024, "overlap"), "overlap_step_1024": step_of("step", 1024, "overlap"),
     "overlap_step_until": plans.first_exposed(steps[steps.latency == "step"], "overlap"),
@@ -431,7 +435,9 @@ report.glue_all("ps_sim", {
 # the communication (exposing more than 5 % of the compute) from {glue:text}`ps_sim_overlap_step_until:.0f` GPUs on.
 # Buckets of 25 MiB cut the {glue:text}`ps_sim_tensors` calls to about {glue:text}`ps_sim_bucket_calls:.0f`: {glue:text}`ps_sim_bucketed_call_1024:.3g` ms exposed at 1024 GPUs
 # with latency per call, {glue:text}`ps_sim_bucketed_step_1024:,.0f` ms with latency per step (more than 5 % from
-# {glue:text}`ps_sim_bucketed_step_until:.0f` GPUs on). The best bucket among those tried (1 to 1600 MiB) is
+# {glue:text}`ps_sim_bucketed_step_until:.0f` GPUs on), where the one flat all-reduce after the backward, exposing
+# {glue:text}`ps_sim_flat_step_1024:.3g` ms, beats every overlapped scheme: with latency growing with the ring, fewer
+# calls matter more than overlap. The best bucket among those tried (1 to 1600 MiB) is
 # {glue:text}`ps_sim_best_call_2:g` MiB on two GPUs and {glue:text}`ps_sim_best_call_1024:g` MiB on 1024 with latency
 # per call, {glue:text}`ps_sim_best_step_2:g` and {glue:text}`ps_sim_best_step_1024:g` MiB with latency per step: it
 # grows with the latency a call pays, as chapter 10's b* = √(s·w·o) says. FSDP sends 1.5 times DDP's bytes but

@@ -51,14 +51,17 @@ def bars(df: pd.DataFrame, x: str, y: str, hue: str, col: str | None, ylabel: st
 
 
 def lines(df: pd.DataFrame, x: str, y: str, hue: str | None, title: str, xlabel: str, ylabel: str, style=None,
-          col=None, logx: bool = True, logy: bool = True, reference: float | None = None, palette="viridis"):
-    """``y`` against ``x`` per ``hue`` (and ``style``), one panel per ``col``."""
+          col=None, logx: bool = True, logy: bool = True, reference: float | None = None, palette="viridis",
+          legend_below: bool = False):
+    """``y`` against ``x`` per ``hue`` (and ``style``), one panel per ``col``; a long legend goes below."""
     grid = sns.relplot(data=df, x=x, y=y, hue=hue, style=style, col=col, kind="line", marker="o", height=3.2,
                        aspect=1.15, palette=palette if hue is not None else None)
     grid.set(xscale="log" if logx else "linear", yscale="log" if logy else "linear", xlabel=xlabel, ylabel=ylabel)
     if reference is not None:
         for ax in grid.axes.flat:
             ax.axhline(reference, color="grey", lw=1, ls="--")
+    if legend_below:
+        sns.move_legend(grid, "upper center", bbox_to_anchor=(0.5, 0.02), ncol=3, title=None, frameon=False)
     return _done(grid.figure, title)
 
 

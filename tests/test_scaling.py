@@ -87,6 +87,17 @@ def test_no_overlap_optimum_matches_a_numerical_search():
     assert 3 < ratio < 4.5
 
 
+def test_no_overlap_mesh_keeps_both_axes_at_least_one_device():
+    for ffn in (FFN(batch=256, d_model=2048, d_ff=8192), FFN(batch=2**24, d_model=64, d_ff=64)):
+        net = NETWORKS["H100 nodes (InfiniBand)"]
+        a, b = best_mesh(ffn, net, overlap=False)
+        assert min(a, b) == 1
+        c = fsdp_tp(ffn, a, b, net, overlap=False)
+        assert c.forward_comm_s == pytest.approx(c.forward_compute_s)  # the whole budget is used
+        # and sharing the network never beats overlapping the axes
+        assert largest_devices("FSDP × TP (no overlap)", ffn, net) <= largest_devices("FSDP × TP", ffn, net)
+
+
 def test_unknown_pass_is_refused():
     with pytest.raises(ValueError, match="no closed form"):
         largest_devices("FSDP × TP", SMALL, TOY, "backward")

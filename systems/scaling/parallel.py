@@ -155,7 +155,8 @@ def largest_devices(strategy: str, ffn: FFN, net: Network, pass_: str = "forward
     With R = W/C (bytes per FLOP): DP and FSDP need N − 1 ≤ B·R in every pass that communicates (the D·F of the
     weights cancels against the arithmetic); TP needs N − 1 ≤ (3/2)·F·R in the forward and 3·F·R in the backward
     (the batch cancels); FSDP × TP forward, overlapped, is the product of the two axes' limits; without overlap
-    N ≤ (3BF·R + 3F + 2B)² / (24·B·F), at N_FSDP = (3BF·R + 3F + 2B)/(6F) and N_TP = (…)/(4B).
+    N ≤ (3BF·R + 3F + 2B)² / (24·B·F), at N_FSDP = (3BF·R + 3F + 2B)/(6F) and N_TP = (…)/(4B), where both
+    are at least 1 (else that axis has one device and the other takes the whole budget: :func:`best_mesh`).
     """
     b, f, r = ffn.batch, ffn.d_ff, 1 / net.intensity
     limits = {
@@ -166,8 +167,10 @@ def largest_devices(strategy: str, ffn: FFN, net: Network, pass_: str = "forward
         ("TP", "forward"): 1 + 1.5 * f * r,
         ("TP", "backward"): 1 + 3 * f * r,
         ("FSDP × TP", "forward"): (1 + b * r) * (1 + 1.5 * f * r),
-        ("FSDP × TP (no overlap)", "forward"): (3 * b * f * r + 3 * f + 2 * b) ** 2 / (24 * b * f),
     }
+    if (strategy, pass_) == ("FSDP × TP (no overlap)", "forward"):
+        n_fsdp, n_tp = best_mesh(ffn, net, overlap=False)
+        return n_fsdp * n_tp
     if (strategy, pass_) not in limits:
         raise ValueError(f"no closed form for the {pass_} of {strategy!r}; known: {sorted(limits)}")
     return limits[strategy, pass_]
@@ -178,8 +181,13 @@ def best_mesh(ffn: FFN, net: Network, overlap: bool = True) -> tuple[float, floa
     b, f, r = ffn.batch, ffn.d_ff, 1 / net.intensity
     if overlap:
         return 1 + b * r, 1 + 1.5 * f * r
-    m = 3 * b * f * r + 3 * f + 2 * b
-    return m / (6 * f), m / (4 * b)
+    m = 3 * b * f * r + 3 * f + 2 * b  # the budget 3F·N_FSDP + 2B·N_TP ≤ m, split evenly at the optimum
+    n_fsdp, n_tp = m / (6 * f), m / (4 * b)
+    if n_fsdp < 1:  # a mesh axis has at least one device: then the other axis takes the rest of the budget
+        return 1.0, 1 + 1.5 * f * r
+    if n_tp < 1:
+        return 1 + b * r, 1.0
+    return n_fsdp, n_tp
 
 
 @dataclass(frozen=True)

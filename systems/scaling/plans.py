@@ -12,8 +12,9 @@ import pandas as pd
 from systems.scaling.parallel import FFN, MEMORY_STRATEGIES, Network, largest_devices, memory_per_device
 from systems.scaling.simulate import STRATEGIES, Cluster, Layer, simulate_step
 
-# (strategy, pass) pairs of the device-limit figure, with the label each line gets
-LIMITS = [("DP", "backward", "DP (backward)"), ("FSDP", "forward", "FSDP (either pass)"),
+# (strategy, pass) pairs of the device-limit figure, with the label each line gets (DP's backward and both of
+# FSDP's passes have the same limit: one line)
+LIMITS = [("DP", "backward", "DP, FSDP"),
           ("TP", "forward", "TP (forward)"), ("TP", "backward", "TP (backward)"),
           ("FSDP × TP", "forward", "FSDP × TP, axes overlapped (forward)"),
           ("FSDP × TP (no overlap)", "forward", "FSDP × TP, shared network (forward)")]
