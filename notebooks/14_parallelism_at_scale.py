@@ -170,6 +170,11 @@ xxl = dict(d_model=16384, d_ff=53248, blocks=126)
 batches = [2.0**k for k in range(10, 25)]
 limits = plans.device_limits(xxl["d_model"], xxl["d_ff"], [nvlink, infiniband], batches)
 report.save_table(limits, data_dir, "device_limits")
+report.table(limits[limits.batch.isin([2.0**12, 2.0**16, 2.0**20, 2.0**24])]
+             .pivot_table(index=["network", "batch"], columns="strategy", values="largest N", sort=False)
+             .reset_index(), floatfmt=",.0f")
+
+# %% tags=["nbval-ignore-output"]
 figures.lines(limits, "batch", "largest N", "strategy", "Largest device count before a pass is communication-bound",
               "batch (tokens)", "devices", col="network", palette="tab10", legend_below=True);
 
@@ -403,6 +408,8 @@ steps = plans.simulated_steps(layers, devices, clusters, bucket_mb=25)
 report.save_table(steps, data_dir, "simulated_steps")
 report.table(steps.pivot_table(index=["latency", "devices"], columns="strategy", values="step_ms", sort=False)
              .reset_index(), floatfmt=".4g")
+
+# %% tags=["nbval-ignore-output"]
 figures.lines(steps, "devices", "exposed_ms", "strategy", "Communication the step cannot hide (simulated)",
               "GPUs", "exposed communication per step (ms)", col="latency", palette="tab10", legend_below=True);
 

@@ -10,10 +10,11 @@ get the per-step records back. The global batch of each step is the same whateve
 (:mod:`systems.data`), each rank takes its slice and splits it into ``grad_accum`` micro-batches (all
 but the last under ``no_sync()``), and the wrapper averages gradients over the ranks, so a 2-process
 run follows the single-process loss curve. The data-parallel wrappers are :mod:`systems.ddp`; the
-sharded optimizer is :mod:`systems.zero`.
+sharded optimizer is :mod:`systems.zero`; ``--wrapper fsdp`` (ours) and ``fsdp2`` (PyTorch's ``fully_shard``)
+shard weights, gradients and optimizer state (:mod:`systems.fsdp`).
 
 A checkpoint (:mod:`systems.checkpoint`: atomic, checksummed, tensors and plain data only) holds the model,
-the optimizer (consolidated when sharded, so it resumes at any world size), the step (which is the data
+the optimizer (consolidated when sharded, so it resumes at any world size and under any wrapper), the step (which is the data
 position), the RNG and the run's settings. Resuming refuses a checkpoint whose settings differ from the
 run's in anything that changes the loss curve (the model, data, seed, batch, schedule, optimizer, precision)
 and names the fields, unless ``--resume-anyway``. A loss or gradient norm that is not finite stops the run
@@ -48,7 +49,8 @@ from systems.model import (ModelConfig, TransformerLM, add_model_arguments, chec
                            parameter_count, preset)
 from systems.zero import ShardedOptimizer
 
-WRAPPERS = ("none", "torch", "naive", "flat", "overlap", "bucketed")
+WRAPPERS = ("none", "torch", "naive", "flat", "overlap", "bucketed", "fsdp", "fsdp2")
+SHARDED = ("fsdp", "fsdp2")  # weights, gradients and optimizer state sharded: checkpoints hold them gathered
 # What a resumed run must share with its checkpoint to continue the same loss curve (the model aside).
 IDENTITY = ("data", "seed", "global_batch_size", "grad_accum", "max_steps", "lr", "min_lr", "warmup_steps",
             "beta1", "beta2", "eps", "weight_decay", "grad_clip", "bf16")
@@ -65,7 +67,8 @@ class TrainConfig:
     wrapper: str = option("data-parallel wrapper", default="none", choices=WRAPPERS)
     bucket_size_mb: float = option("bucket size of the bucketed and torch wrappers (MiB)", default=25.0)
     zero1: bool = option("shard the optimizer state over the ranks (ZeRO stage 1)", default=False)
-    bf16: bool = option("bf16 autocast for forward and loss (weights and optimizer stay fp32)", default=False)
+    bf16: bool = option("bf16 autocast for forward and loss (weights and optimizer stay fp32); with fsdp and "
+                        "fsdp2, weights are also gathered in bf16", default=False)
     checkpoint_blocks: int = option("recompute activations in groups of this many blocks (0: off)", default=0)
     # optimisation
     global_batch_size: int = option("sequences per optimizer step, over all ranks and micro-batches", default=8)
@@ -103,6 +106,8 @@ class TrainConfig:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.checkpoint_every and not self.checkpoint_dir:
             raise ValueError("checkpoint_every needs checkpoint_dir")
+        if self.zero1 and self.wrapper in SHARDED:
+            raise ValueError(f"--zero1 shards the optimizer state, which --wrapper {self.wrapper} shards already")
 
 
 def lr_at(cfg: TrainConfig, step: int) -> float:
@@ -172,19 +177,29 @@ class _Run:
         torch.manual_seed(cfg.seed)  # the same initial weights on every rank (the wrappers broadcast them anyway)
         with torch.device(self.device):
             self.model = TransformerLM(cfg.model, checkpoint_blocks=cfg.checkpoint_blocks)
-        if ckpt:
+        self.sharded = cfg.wrapper in SHARDED
+        if ckpt and not self.sharded:
             self.model.load_state_dict(ckpt["model"])
         if cfg.wrapper == "none":
             self.net, self.ddp = self.model, None
+        elif self.sharded:
+            from systems.fsdp import shard_model
+
+            self.net = self.ddp = shard_model(cfg.wrapper, self.model, torch.bfloat16 if cfg.bf16 else None)
+            if ckpt:
+                self.net.load_full_state_dict(ckpt["model"])
         else:
             from systems.ddp import wrap
 
             self.net = self.ddp = wrap(cfg.wrapper, self.model, bucket_size_mb=cfg.bucket_size_mb)
         adamw = dict(lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, weight_decay=cfg.weight_decay)
+        # (after sharding: the optimizer holds the shards)
         self.optimizer = (ShardedOptimizer(self.model.parameters(), torch.optim.AdamW, **adamw) if cfg.zero1
                           else torch.optim.AdamW(self.model.parameters(), **adamw))
         self.start, self.bad_steps = 0, 0
-        if ckpt:
+        if ckpt and self.sharded:
+            self.net.load_full_optimizer_state_dict(self.optimizer, ckpt["optimizer"])
+        elif ckpt:
             self.optimizer.load_state_dict(ckpt["optimizer"])
             self.start = ckpt["step"]
             torch.set_rng_state(ckpt["rng"]["cpu"])
@@ -271,7 +286,9 @@ class _Run:
         if self.ddp is not None:
             self.ddp.finish_gradient_synchronization()
         # the norm is measured even without clipping (an infinite bound clips nothing): it guards the update
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip or math.inf))
+        clip = cfg.grad_clip or math.inf
+        grad_norm = (self.net.clip_grad_norm_(clip) if self.sharded  # the norm over all ranks' shards
+                     else float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)))
         if self.world > 1:  # the logged loss is the global batch's, as in a single process
             dist.all_reduce(loss_sum)
             loss_sum /= self.world
@@ -290,11 +307,14 @@ class _Run:
 
     def save(self, done: int) -> Path:
         """Write ``step_{done}.pt`` (rank 0); every rank takes part, since a sharded state is gathered first."""
-        optimizer_state = self.optimizer.state_dict()  # collective when sharded
+        # collectives when sharded: every rank gathers; the file holds what an unsharded run would save
+        optimizer_state = (self.net.full_optimizer_state_dict(self.optimizer) if self.sharded
+                           else self.optimizer.state_dict())
+        model_state = self.net.full_state_dict() if self.sharded else self.model.state_dict()
         path = Path(self.cfg.checkpoint_dir) / f"step_{done:06d}.pt"
         if self.rank == 0:
             checkpoint.save(path, {
-                "model": self.model.state_dict(), "optimizer": optimizer_state, "step": done,
+                "model": model_state, "optimizer": optimizer_state, "step": done,
                 "config": asdict(self.cfg), "world_size": self.world,
                 # the batch of a step is a function of (data, seed, step): the step is the data position
                 "data": {"source": self.cfg.data, "seed": self.cfg.seed, "next_step": done},

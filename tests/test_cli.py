@@ -64,4 +64,4 @@ def test_json_is_strict():
 def test_the_training_cli_says_what_its_switches_do():
     text = train._parser().format_help()
     assert "--no-progress         do not show a progress bar on rank 0" in " ".join(text.split("\n"))
-    assert "(default: 128)" in text and "{none,torch,naive,flat,overlap,bucketed}" in text
+    assert "(default: 128)" in text and "{none,torch,naive,flat,overlap,bucketed,fsdp,fsdp2}" in text

@@ -128,6 +128,13 @@ def test_registry_and_adapters():
     with pytest.raises(ValueError, match="unknown DDP variant"):
         get_wrapper("nope")
     assert type(cs336.get_ddp_individual_parameters(Toy())).__name__ == "OverlapDDP"
+    import adapters  # both editions' names: the 2026 ones are the per-parameter wrapper renamed
+
+    ddp26 = adapters.get_ddp(Toy())
+    assert type(ddp26).__name__ == "OverlapDDP" and isinstance(ddp26.module, torch.nn.Module)
+    loss_of(ddp26, *batch(0)).backward()
+    adapters.ddp_on_after_backward(ddp26, None)
+    assert len(ddp26.comm_ms) == 1
     ddp = cs336.get_ddp_bucketed(Toy(), bucket_size_mb=1e-6)
     assert len(ddp.units) == sum(p.requires_grad for p in ddp.parameters())
     x, y = batch(0)

@@ -37,7 +37,12 @@ VARIANTS = {  # name -> settings of the 2-process run; the reference is the same
     "torch_zero1": dict(wrapper="torch", zero1=True),
     "naive_accum": dict(wrapper="naive", grad_accum=2),  # no_sync on the first of two micro-batches
     "overlap_text": dict(wrapper="overlap", data="TEXT"),
+    "fsdp": dict(wrapper="fsdp"),
+    "fsdp_accum": dict(wrapper="fsdp", grad_accum=2),  # each micro-batch reduced; the shards' gradients add up
+    "fsdp2": dict(wrapper="fsdp2", grad_accum=2),
 }
+CHECKPOINTED = {"checkpointed": dict(wrapper="bucketed", zero1=True), "checkpointed_fsdp": dict(wrapper="fsdp"),
+                "checkpointed_fsdp2": dict(wrapper="fsdp2")}
 
 
 def cfg(model: ModelConfig = MODEL, **kw) -> TrainConfig:
@@ -62,12 +67,12 @@ def text_file(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def two_ranks(text_file, tmp_path_factory):
-    ckpt = tmp_path_factory.mktemp("ckpt")
+    ckpt = {name: tmp_path_factory.mktemp(name) for name in CHECKPOINTED}
     cfgs = [cfg(**{**s, "data": text_file if s.get("data") == "TEXT" else "random"}) for s in VARIANTS.values()]
-    cfgs.append(cfg(wrapper="bucketed", zero1=True, checkpoint_dir=str(ckpt), checkpoint_every=3))
-    runs = launch(train_many, 2, cfgs, backend="gloo", timeout_s=150)
+    cfgs += [cfg(**s, checkpoint_dir=str(ckpt[name]), checkpoint_every=3) for name, s in CHECKPOINTED.items()]
+    runs = launch(train_many, 2, cfgs, backend="gloo", timeout_s=240)
     assert losses(runs[0][0]) == losses(runs[1][0])  # every rank logs the same global loss
-    return {"runs": dict(zip(list(VARIANTS) + ["checkpointed"], runs[0])), "ckpt": ckpt}
+    return {"runs": dict(zip(list(VARIANTS) + list(CHECKPOINTED), runs[0])), "ckpt": ckpt}
 
 
 @pytest.mark.distributed
@@ -82,13 +87,16 @@ def test_two_processes_follow_the_single_process_curve(two_ranks, text_file, nam
 
 
 @pytest.mark.distributed
-def test_sharded_checkpoint_resumes_in_one_process(two_ranks):
-    """A ZeRO-1 checkpoint written by 2 ranks at step 3 continues the 2-rank curve in a single process."""
-    full = losses(two_ranks["runs"]["checkpointed"])
-    resumed = train(cfg(zero1=True, resume=str(two_ranks["ckpt"] / "step_000003.pt")))
+@pytest.mark.parametrize("name", list(CHECKPOINTED))
+def test_sharded_checkpoint_resumes_in_one_process(two_ranks, name):
+    """A ZeRO-1 or FSDP checkpoint written by 2 ranks at step 3 continues the 2-rank curve in a single process
+    (ZeRO-1 there; FSDP's, without any wrapper: the checkpoint holds the unsharded model and optimizer)."""
+    full = losses(two_ranks["runs"][name])
+    resumed = train(cfg(zero1=CHECKPOINTED[name].get("zero1", False),
+                        resume=str(two_ranks["ckpt"][name] / "step_000003.pt")))
     assert [r["step"] for r in resumed] == [3, 4, 5]
     assert losses(resumed) == pytest.approx(full[3:], abs=2e-5, rel=0)
-    assert (two_ranks["ckpt"] / f"step_{STEPS:06d}.pt").exists()  # the final checkpoint is always written
+    assert (two_ranks["ckpt"][name] / f"step_{STEPS:06d}.pt").exists()  # the final checkpoint is always written
 
 
 @pytest.mark.parametrize("zero1", [False, True])
@@ -144,7 +152,9 @@ def test_learning_rate_schedule():
 
 def test_configuration_errors():
     with pytest.raises(ValueError, match="wrapper"):
-        cfg(wrapper="fsdp")
+        cfg(wrapper="fsdp3")
+    with pytest.raises(ValueError, match="zero1 shards the optimizer state"):
+        cfg(wrapper="fsdp", zero1=True)
     with pytest.raises(ValueError, match="checkpoint_dir"):
         cfg(checkpoint_every=5)
     with pytest.raises(ValueError, match="micro-batches"):

@@ -31,3 +31,8 @@ def ddp_bucketed_on_after_backward(ddp_model: torch.nn.Module, optimizer: torch.
 
 def ddp_bucketed_on_train_batch_start(ddp_model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
     """Nothing to do: the previous step's synchronisation already reset the bucket state."""
+
+
+# The 2026 edition's names (its tests/adapters.py): per-parameter overlapping DDP, no bucketed variant.
+get_ddp = get_ddp_individual_parameters
+ddp_on_after_backward = ddp_individual_parameters_on_after_backward
