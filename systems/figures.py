@@ -66,20 +66,21 @@ def lines(df: pd.DataFrame, x: str, y: str, hue: str | None, title: str, xlabel:
 
 
 def timeline(intervals: pd.DataFrame, by: str = "run", colors: dict[str, str] | None = None,
-             title: str = "one step, rank 0"):
-    """Intervals (lane, kind, start_ms, end_ms) as bars on their lanes (CUDA streams or threads), one panel per
-    ``by`` value, coloured by kind (compute, communication, ...)."""
+             title: str = "one step, rank 0", lanes: list[str] | None = None):
+    """Intervals (lane, kind, start_ms, end_ms) as bars on their lanes (CUDA streams or threads; sorted, or in
+    the order of ``lanes`` from the top), one panel per ``by`` value, coloured by kind (compute, communication,
+    ...)."""
     colors = colors or {"compute": "tab:blue", "communication": "tab:orange", "all-gather": "tab:orange",
                         "reduce-scatter": "tab:red"}
     groups = list(intervals.groupby(by, sort=False))
     fig, axes = plt.subplots(len(groups), 1, figsize=(11, 2.1 * len(groups)), sharex=True, squeeze=False)
     for ax, (name, g) in zip(axes[:, 0], groups):
-        lanes = sorted(g.lane.unique())
-        for y, lane in enumerate(lanes):
+        order = list(reversed(lanes)) if lanes else sorted(g.lane.unique())
+        for y, lane in enumerate(order):
             for kind, k in g[g.lane == lane].groupby("kind"):
                 ax.broken_barh(list(zip(k.start_ms, k.end_ms - k.start_ms)), (y - 0.4, 0.8),
                                color=colors.get(kind, "tab:gray"))
-        ax.set(yticks=range(len(lanes)), yticklabels=lanes, title=f"{name}: {title}")
+        ax.set(yticks=range(len(order)), yticklabels=order, title=f"{name}: {title}")
     axes[-1, 0].set_xlabel("time since the step's first interval (ms)")
     kinds = sorted(set(intervals.kind))
     axes[0, 0].legend(handles=[plt.Rectangle((0, 0), 1, 1, color=colors.get(k, "tab:gray")) for k in kinds],

@@ -378,3 +378,19 @@ def test_misuse_is_refused():
         fsdp(torch.zeros(1, 3, dtype=torch.long))
     with pytest.raises(KeyError, match="lacks"):
         fsdp.load_full_state_dict({})
+
+
+def test_memory_by_construction_by_hand():
+    from systems.bench.fsdp import memory_by_construction
+    from systems.model import parameter_count, preset
+
+    cfg = preset("tiny")
+    d, f, v, layers = cfg.d_model, cfg.d_ff, cfg.vocab_size, cfg.num_layers
+    sharded = 2 * v * d + layers * (4 * d * d + 3 * d * f)  # embedding, head, attention and feed-forward weights
+    replicated = parameter_count(cfg) - sharded  # the norms
+    table = memory_by_construction(cfg, 4, gather_bytes=2).set_index("wrapper") * 2**30
+    assert table.loc["DDP", "total"] == pytest.approx(16 * parameter_count(cfg))
+    assert table.loc["ZeRO-1", "total"] == pytest.approx(8 * parameter_count(cfg) + 8 * parameter_count(cfg) / 4)
+    gathered = 2 * 2 * max(v * d, d * f)  # the two largest layers (embedding and head here), 2 bytes each
+    assert table.loc["FSDP", "gathered"] == pytest.approx(gathered)
+    assert table.loc["FSDP", "total"] == pytest.approx(16 * (sharded / 4 + replicated) + gathered)

@@ -25,19 +25,29 @@ _REDUCE_SCATTER = getattr(dist, "reduce_scatter_single", None) or dist.reduce_sc
 
 class Pending:
     """An asynchronous collective and the tensor it fills; ``result()`` waits for it. With ``on_done``, the
-    completion time (``time.perf_counter``) is reported as soon as the collective ends (for traces)."""
+    completion time (``time.perf_counter``) is reported for traces: when the collective ends where its work
+    has a future, else when ``result()`` finds it done (gloo's reduce-scatter has none)."""
 
     def __init__(self, work, value: torch.Tensor, on_done: Callable[[float], None] | None = None):
-        self.work, self.value = work, value
-        if work is not None and on_done is not None:
-            work.get_future().then(lambda _: on_done(time.perf_counter()))
+        self.work, self.value, self.on_done = work, value, on_done
+        if on_done is not None and work is None:
+            self._report()
         elif on_done is not None:
-            on_done(time.perf_counter())
+            try:
+                work.get_future().then(lambda _: self._report())
+            except RuntimeError:  # "Work::getFuture not implemented"
+                pass
+
+    def _report(self) -> None:
+        if self.on_done is not None:
+            self.on_done(time.perf_counter())
+            self.on_done = None
 
     def result(self) -> torch.Tensor:
         if self.work is not None:
             self.work.wait()
             self.work = None
+        self._report()
         return self.value
 
 
