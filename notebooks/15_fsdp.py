@@ -74,7 +74,9 @@ report.glue_all("fs", {"layers": model_cfg.num_layers, "d_model": model_cfg.d_mo
 # One training step of the `tiny` model ({glue:text}`fs_layers` blocks, d_model {glue:text}`fs_d_model`,
 # vocabulary {glue:text}`fs_vocab`, {glue:text}`fs_context` tokens) on two gloo processes, after two steps that
 # taught the wrapper the layers' order. The top lane is the step's phases, the middle one each sharded layer's
-# forward, the bottom one the collectives, from issue to completion:
+# forward, the bottom one the collectives, from issue to completion (gloo reports no completion time for a
+# reduce-scatter, so its bar ends when `finish_gradient_synchronization` waits for it: an
+# upper bound):
 
 # %% tags=["nbval-ignore-output"]
 intervals, accounting = bench.trace(model_cfg, world=2)

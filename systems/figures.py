@@ -84,7 +84,7 @@ def timeline(intervals: pd.DataFrame, by: str = "run", colors: dict[str, str] | 
     axes[-1, 0].set_xlabel("time since the step's first interval (ms)")
     kinds = sorted(set(intervals.kind))
     axes[0, 0].legend(handles=[plt.Rectangle((0, 0), 1, 1, color=colors.get(k, "tab:gray")) for k in kinds],
-                      labels=kinds, loc="upper left", fontsize=8)
+                      labels=kinds, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     return _done(fig)
 
 
