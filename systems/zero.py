@@ -266,7 +266,8 @@ def state_bytes(optimizer: Optimizer) -> int:
     """Bytes of optimizer-state tensors held by this rank (AdamW: two moments and a step counter per param)."""
     total = 0
     for state in local_optimizer(optimizer).state.values():
-        total += sum(v.numel() * v.element_size() for v in state.values() if isinstance(v, torch.Tensor))
+        local = (getattr(v, "_local_tensor", v) for v in state.values() if isinstance(v, torch.Tensor))
+        total += sum(v.numel() * v.element_size() for v in local)  # a DTensor (FSDP2) counts its local shard
     return total
 
 

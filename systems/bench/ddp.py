@@ -35,6 +35,7 @@ from systems.cli import HelpFormatter, add_arguments, build, option
 from systems.device import OOM, free_memory, local_device, run_or_oom, synchronize, timed
 from systems.ddp import WRAPPERS, wrap
 from systems.dist import launch
+from systems.fsdp import SHARDED_WRAPPERS, shard_model
 from systems.model import ModelConfig, TransformerLM, add_model_arguments, models_from_args, parameter_count, preset
 
 COMM = re.compile(r"nccl|gloo|all_?reduce", re.IGNORECASE)
@@ -50,7 +51,10 @@ class DDPBenchConfig:
 
 
 def run_label(variant: str, options: dict) -> str:
-    return f"{variant} {options['bucket_size_mb']:g} MB" if variant == "bucketed" else variant
+    if variant == "bucketed":
+        return f"{variant} {options['bucket_size_mb']:g} MB"
+    dtype = options.get("compute_dtype")
+    return f"{variant} {str(dtype).removeprefix('torch.')}" if dtype is not None else variant
 
 
 class _Trainer:
@@ -62,7 +66,10 @@ class _Trainer:
         with torch.device(device):
             model = TransformerLM(model_cfg)
         self.n_params = parameter_count(model_cfg)
-        self.model = wrap(variant, model, sync_timing=True, **options)
+        if variant in SHARDED_WRAPPERS:  # FSDP, ours or PyTorch's: nothing to time apart in a synchronisation
+            self.model = shard_model(variant, model, options.get("compute_dtype"))
+        else:
+            self.model = wrap(variant, model, sync_timing=True, **options)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
         g = torch.Generator(device=device).manual_seed(cfg.seed + 1 + dist.get_rank())  # each rank its own data
         shape = (cfg.batch_size, model_cfg.context_length)
@@ -82,13 +89,14 @@ def _measure(cfg: DDPBenchConfig, variant: str, options: dict, device: torch.dev
     trainer = _Trainer(cfg, variant, options, device)
     for _ in range(cfg.warmup):
         trainer.step()
-    trainer.model.comm_ms.clear()
+    comm_ms = getattr(trainer.model, "comm_ms", [])
+    comm_ms.clear()
     step_ms = []
     for _ in range(cfg.steps):
         with timed(device) as elapsed:
             trainer.step()
         step_ms.append(elapsed.ms)
-    out = {"params": trainer.n_params, "step_times_ms": step_ms, "comm_times_ms": list(trainer.model.comm_ms)}
+    out = {"params": trainer.n_params, "step_times_ms": step_ms, "comm_times_ms": list(comm_ms) or [float("nan")]}
     if device.type == "cuda":
         out["peak_memory_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
     return out
@@ -159,20 +167,29 @@ def intervals(trace: dict) -> pd.DataFrame:
     return df.sort_values("start_ms", ignore_index=True)
 
 
+def _union(df: pd.DataFrame, kind: str) -> list[list[float]]:
+    """The intervals of ``kind`` merged where they overlap, in time order."""
+    spans = sorted(df.loc[df.kind == kind, ["start_ms", "end_ms"]].itertuples(index=False, name=None))
+    merged: list[list[float]] = []
+    for s, e in spans:
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    return merged
+
+
 def overlap_ms(df: pd.DataFrame) -> float:
     """Time (ms) during which some communication interval and some compute interval both run."""
-    def union(kind):
-        spans = sorted(df.loc[df.kind == kind, ["start_ms", "end_ms"]].itertuples(index=False, name=None))
-        merged: list[list[float]] = []
-        for s, e in spans:
-            if merged and s <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], e)
-            else:
-                merged.append([s, e])
-        return merged
-
-    comm, comp = union("communication"), union("compute")
+    comm, comp = _union(df, "communication"), _union(df, "compute")
     return sum(max(0.0, min(e1, e2) - max(s1, s2)) for s1, e1 in comm for s2, e2 in comp)
+
+
+def idle_ms(df: pd.DataFrame) -> float:
+    """Time (ms) between the step's first and last interval during which no compute interval runs: where the
+    GPU waited, for communication or for the host."""
+    busy = sum(e - s for s, e in _union(df, "compute"))
+    return (df.end_ms.max() - df.start_ms.min()) - busy
 
 
 def _trace_worker(rank: int, world: int, cfg: DDPBenchConfig, runs: list[tuple[str, dict]]) -> list[dict]:
@@ -260,7 +277,8 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     add_arguments(p, DDPBenchConfig)
     p.add_argument("--world-size", type=int, default=2, help="processes (one GPU each under NCCL)")
     p.add_argument("--variants", nargs="+", default=["naive", "flat", "overlap", "torch"],
-                   choices=[w for w in WRAPPERS if w != "bucketed"], help="wrappers without options")
+                   choices=[w for w in WRAPPERS if w != "bucketed"] + list(SHARDED_WRAPPERS),
+                   help="wrappers without options (fsdp and fsdp2 shard the model)")
     p.add_argument("--bucket-sizes", nargs="*", type=float, default=[1, 10, 100, 1000],
                    help="bucketed DDP at each of these bucket sizes (MiB)")
     args = p.parse_args(argv)

@@ -8,6 +8,9 @@ of these optimizers, one after the other in the same process group:
     zero1_flat   the same, parameters flattened into buckets per owner before broadcasting
     torch_zero   torch.distributed.optim.ZeroRedundancyOptimizer over AdamW (PyTorch's own, the anchor)
 
+or, with ``setups``, whole configurations of :data:`SETUPS`: DDP, ZeRO-1 and FSDP, ours and PyTorch's, fp32
+and bf16 (the comparison of the 2026 edition's FSDP chapter),
+
 and records allocated memory, and the peak since the previous point, after initialisation, directly
 before and directly after the optimizer step (of the first iteration, which creates the optimizer state, and of the second,
 the steady state), the bytes the autograd graph saves for backward (activations), and the time per
@@ -21,6 +24,7 @@ is the bytes of live parameters, gradients and optimizer state, since there is n
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,11 +36,21 @@ import torch.nn.functional as F
 
 from systems.ddp import wrap
 from systems.device import free_memory, local_device, synchronize, timed
+from systems.fsdp import SHARDED_WRAPPERS, shard_model
 from systems.model import ModelConfig, TransformerLM, parameter_count, preset
 from systems.zero import ShardedOptimizer, assign_owners, state_bytes
 
 OPTIMIZERS = ("adamw", "zero1", "zero1_flat", "torch_zero")
 MIB = 2**20
+# Whole setups for the comparison of DDP, ZeRO-1 and FSDP (2026 edition, fsdp_accounting): name -> (wrapper,
+# optimizer, bf16). With bf16, forward and loss run under autocast and the FSDP wrappers gather weights in bf16.
+SETUPS = {
+    "DDP": ("torch", "adamw", False), "DDP (ours)": ("bucketed", "adamw", False),
+    "ZeRO-1 (ours)": ("bucketed", "zero1", False), "ZeRO-1 (torch)": ("torch", "torch_zero", False),
+    "FSDP (ours)": ("fsdp", "adamw", False), "FSDP2": ("fsdp2", "adamw", False),
+    "DDP bf16": ("torch", "adamw", True), "ZeRO-1 (ours) bf16": ("bucketed", "zero1", True),
+    "FSDP (ours) bf16": ("fsdp", "adamw", True), "FSDP2 bf16": ("fsdp2", "adamw", True),
+}
 
 
 @dataclass
@@ -46,6 +60,7 @@ class ShardingConfig:
     wrapper: str = "bucketed"  # gradient averaging; its buffers live only while a bucket is in flight
     bucket_size_mb: float = 100.0
     optimizers: tuple[str, ...] = OPTIMIZERS
+    setups: tuple[str, ...] = ()  # names of SETUPS: measured instead of the optimizers under ``wrapper``
     lr: float = 1e-4
     warmup: int = 3
     steps: int = 10
@@ -65,7 +80,9 @@ def _make_optimizer(name: str, model: torch.nn.Module, lr: float) -> torch.optim
 
 
 def _tensor_bytes(tensors) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors if t is not None)
+    """Bytes this rank holds of ``tensors`` (of a DTensor, FSDP2's kind of parameter, its local shard)."""
+    local = (getattr(t, "_local_tensor", t) for t in tensors if t is not None)
+    return sum(t.numel() * t.element_size() for t in local)
 
 
 def _allocated(device: torch.device, model: torch.nn.Module, optimizer) -> int:
@@ -102,6 +119,8 @@ def saved_activation_bytes(model: torch.nn.Module, fn) -> int:
 
 
 def _measure_one(name: str, cfg: ShardingConfig, device: torch.device, rank: int) -> dict[str, Any]:
+    """One optimizer under ``cfg.wrapper``, or one of :data:`SETUPS` by name; the row is labelled ``name``."""
+    wrapper, optimizer_name, bf16 = SETUPS[name] if name in SETUPS else (cfg.wrapper, name, False)
     model_cfg = cfg.model
     gen = torch.Generator().manual_seed(rank)
     shape = (cfg.batch_size, model_cfg.context_length)
@@ -111,8 +130,11 @@ def _measure_one(name: str, cfg: ShardingConfig, device: torch.device, rank: int
     torch.manual_seed(0)
     with torch.device(device):
         model = TransformerLM(model_cfg)
-    ddp = wrap(cfg.wrapper, model, bucket_size_mb=cfg.bucket_size_mb)
-    optimizer = _make_optimizer(name, model, cfg.lr)
+    sharded = wrapper in SHARDED_WRAPPERS
+    ddp = (shard_model(wrapper, model, torch.bfloat16 if bf16 else None) if sharded
+           else wrap(wrapper, model, bucket_size_mb=cfg.bucket_size_mb))
+    optimizer = _make_optimizer(optimizer_name, model, cfg.lr)  # after sharding: over the shards
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
     row: dict[str, Any] = {"optimizer": name, "params": parameter_count(model_cfg)}
     memory = []  # allocated now, and the peak since the previous point (the cumulative peak is their running max)
 
@@ -122,7 +144,9 @@ def _measure_one(name: str, cfg: ShardingConfig, device: torch.device, rank: int
         _reset_peak(device)
 
     def backward() -> None:
-        loss = F.cross_entropy(ddp(x).flatten(0, 1), y.flatten())
+        with autocast:
+            logits = ddp(x)
+        loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
         loss.backward()
         ddp.finish_gradient_synchronization()
 
@@ -133,8 +157,11 @@ def _measure_one(name: str, cfg: ShardingConfig, device: torch.device, rank: int
     point("after init", 0)
     # Iteration 1 creates the optimizer state; iteration 2 is the steady state (the state already exists).
     for iteration in (1, 2):
-        if iteration == 1:
+        if iteration == 1 and not sharded:
             row["activations_mb"] = saved_activation_bytes(model, backward) / MIB
+        elif iteration == 1:  # FSDP's own saved-tensor hooks take precedence over the counting ones
+            row["activations_mb"] = float("nan")
+            backward()
         else:
             backward()
         synchronize(device)
@@ -165,7 +192,7 @@ def measure(rank: int, world_size: int, cfg: ShardingConfig) -> list[dict[str, A
     """Every optimizer of ``cfg`` on this rank; returns, on every rank, one row per optimizer with each
     number the maximum over ranks and ``state_mb_per_rank`` listing every rank's optimizer state."""
     device = local_device()
-    mine = [_measure_one(name, cfg, device, rank) for name in cfg.optimizers]
+    mine = [_measure_one(name, cfg, device, rank) for name in (cfg.setups or cfg.optimizers)]
     everyone: list[Any] = [None] * world_size
     dist.all_gather_object(everyone, mine)
     rows = []
