@@ -178,6 +178,20 @@ def checkpoint_round_trip(rank: int, world: int, spec: dict) -> dict:
             "resumed_exactly": all(torch.equal(a[n], b[n]) for n in a)}
 
 
+def tied_state_dict(rank: int, world: int, spec: dict) -> dict:
+    """A model whose head is tied to its embedding: the full state dict has both names, full and equal to the
+    unwrapped model's, and loads back."""
+    torch.manual_seed(42)
+    model = Toy(tied=True)
+    want = {k: v.clone() for k, v in model.state_dict().items()}
+    full = FSDP(model).full_state_dict()
+    fresh = FSDP(Toy(tied=True))
+    fresh.load_full_state_dict(full)
+    again = fresh.full_state_dict()
+    return {"keys": full.keys() == want.keys(), "equal": all(torch.equal(full[k], v) for k, v in want.items()),
+            "reloaded": all(torch.equal(again[k], v) for k, v in want.items())}
+
+
 def gradient_sync(rank: int, world: int, spec: dict) -> dict:
     """The 2026 gradient-sync test: different data per rank, summed loss, no step."""
     torch.manual_seed(42)
@@ -231,6 +245,7 @@ SCENARIOS = {
                                                     "optimizer": lambda ps: torch.optim.AdamW(ps, lr=1e-2)}),
     "uneven": (train_against_reference, {"model": {"vocab": 101, "d_ff": 130}}),
     "checkpoint": (checkpoint_round_trip, {}),
+    "tied_state_dict": (tied_state_dict, {}),
     "sync_fp32": (gradient_sync, {}),
     "sync_fp16": (gradient_sync, {"dtype": torch.float16}),
 }
@@ -317,6 +332,13 @@ def test_full_state_dicts_are_a_single_process_s_and_resume_exactly(runs, world)
         r = runs[world][rank]["checkpoint"]
         assert r["same_keys"] and r["resumed_exactly"]
         assert r["state_diff"] <= 1e-6  # AdamW's moments, gathered, against one process's over the full batch
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_tied_weight_is_full_under_each_of_its_names(runs, world):
+    for rank in range(world):
+        assert runs[world][rank]["tied_state_dict"] == {"keys": True, "equal": True, "reloaded": True}
 
 
 @pytest.mark.distributed

@@ -272,24 +272,38 @@ class FSDP(nn.Module):
         return {name: shard_of[id(p)].full() if id(p) in shard_of else p.detach()
                 for name, p in self.module.named_parameters()}
 
+    def _shard_by_name(self) -> dict[str, ShardedWeight]:
+        """Every name a sharded weight has in the module's state dict (a tied weight has several)."""
+        shard_of = self._shards()
+        return {name: shard_of[id(p)] for name, p in self.module.named_parameters(remove_duplicate=False)
+                if id(p) in shard_of}
+
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         """The unsharded module's state dict (parameters full, fp32, and buffers), on every rank."""
-        full = self.gather_full_params()
-        return {k: full[k].clone() if k in full else v.clone() for k, v in self.module.state_dict().items()}
+        by_name, gathered = self._shard_by_name(), {}
+        out = {}
+        for name, value in self.module.state_dict().items():
+            shard = by_name.get(name)
+            if shard is None:
+                out[name] = value.clone()
+                continue
+            if id(shard) not in gathered:  # one gather per weight, however many names it has
+                gathered[id(shard)] = shard.full()
+            out[name] = gathered[id(shard)]
+        return out
 
     def load_full_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Load an unsharded state dict: each rank keeps its rows of the sharded weights."""
-        shard_of = self._shards()
-        params = dict(self.module.named_parameters())
-        missing = set(self.module.state_dict()) - set(state)
+        by_name, own = self._shard_by_name(), self.module.state_dict()
+        missing = set(own) - set(state)
         if missing:
             raise KeyError(f"state dict lacks {sorted(missing)}")
         with torch.no_grad():
-            for name, value in state.items():
-                if name in params and id(params[name]) in shard_of:
-                    shard_of[id(params[name])].load(value)
+            for name, target in own.items():
+                if name in by_name:
+                    by_name[name].load(state[name])
                 else:
-                    self.module.state_dict()[name].copy_(value)
+                    target.copy_(state[name])
 
     def full_optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
         """The state dict a plain ``optimizer`` over the unsharded module would have (built over this module's
