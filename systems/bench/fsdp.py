@@ -103,8 +103,7 @@ def _agreement_worker(rank: int, world: int, cfg: ModelConfig, dtype: str, steps
         halves = []  # FSDP's arithmetic in one process: each rank's half, weights in the compute dtype
         for r in range(world):
             half = copy.deepcopy(replay)
-            for _, m, _ in fsdp.units:
-                name = next(n for n, mod in fsdp.module.named_modules() if mod is m)
+            for name, _, _ in fsdp.units:
                 target = half.get_submodule(name)
                 target.weight.data = target.weight.data.to(DTYPES[dtype] or torch.float32)
             _loss(half, x[rows * r:rows * (r + 1)], y[rows * r:rows * (r + 1)]).backward()

@@ -45,7 +45,7 @@ def full_optimizer_state(optimizer: torch.optim.Optimizer, shards: dict[int, Sha
     for i in sorted(saved["state"]):  # the same order on every rank: the gathers pair up
         shard = shards.get(id(params[i]))
         # copies throughout: the live state must not change under a caller who keeps the dict
-        state[i] = {k: shard.full(v) if _per_element(v, params[i], shard) else _copy(v)
+        state[i] = {k: shard.full(v) if shard is not None and _per_element(v, params[i].shape) else _copy(v)
                     for k, v in saved["state"][i].items()}
     return {"state": state, "param_groups": saved["param_groups"]}
 
@@ -61,15 +61,14 @@ def load_full_optimizer_state(optimizer: torch.optim.Optimizer, shards: dict[int
     for i, entries in full["state"].items():
         shard = shards.get(id(params[int(i)]))
         # copies: optimizers keep the tensors they are given, and stepping would then change the caller's dict
-        state[i] = {k: _copy(shard.local_rows(v)) if (shard is not None and isinstance(v, torch.Tensor)
-                                                      and tuple(v.shape) == shard.shape) else _copy(v)
-                    for k, v in entries.items()}
+        state[i] = {k: _copy(shard.local_rows(v)) if shard is not None and _per_element(v, shard.shape)
+                    else _copy(v) for k, v in entries.items()}
     optimizer.load_state_dict({"state": state, "param_groups": full["param_groups"]})
 
 
-def _per_element(value: Any, param: torch.Tensor, shard: ShardedWeight | None) -> bool:
-    """A state tensor shaped like its (sharded) parameter, as AdamW's moments are; a step count is not."""
-    return shard is not None and isinstance(value, torch.Tensor) and value.shape == param.shape and value.dim() > 0
+def _per_element(value: Any, shape) -> bool:
+    """A state tensor of ``shape`` (its parameter's, sharded or full), as AdamW's moments are; a step count is not."""
+    return isinstance(value, torch.Tensor) and value.dim() > 0 and tuple(value.shape) == tuple(shape)
 
 
 def _copy(value: Any) -> Any:
