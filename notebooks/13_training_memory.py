@@ -22,6 +22,7 @@ data_dir = None
 
 # %% tags=["remove-cell"]
 import inspect
+import tempfile
 
 import pandas as pd
 import torch
@@ -31,6 +32,7 @@ from systems.bench.e2e import BenchConfig, sweep
 from systems.memory.checkpointing import best_group, nested_levels, nested_peak, one_level_peak
 from systems.memory.saved import SavedTensors, block_residuals
 from systems.model import RMSNorm, _run_blocks, parameter_count, preset
+from systems.profiling import block_memory, nsys
 
 profile = provenance.resolve_profile(profile)
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -121,6 +123,90 @@ report.glue_all("tm", {"handout_block_mib": blocks["naive attention, 16 heads, c
 # all {glue:text}`tm_layers` blocks that is {glue:text}`tm_all_blocks_gib:.3g` GiB, on top of
 # {glue:text}`tm_states_gib:.3g` GiB of fp32 weights, gradients and AdamW moments (16 bytes per parameter,
 # {glue:text}`tm_params_b:.3g` billion parameters): more than an 80 GB GPU holds.
+#
+# ## One block in Nsight Systems (`memory_profiling` f)
+#
+# The handout's `memory_profiling` (f) asks the same of a profiler: run one block forward and backward under Nsight
+# Systems with its CUDA memory tracing (`nsys profile --cuda-memory-usage=true`) and PyTorch's NVTX ranges, and
+# read from the trace what the block keeps for the backward pass and what its gradients take. PyTorch's caching
+# allocator would hide the tensors from such a trace: it asks CUDA for large segments once and hands them out
+# itself, so the trace would show a few segments and no frees. For this run it is switched off
+# (`PYTORCH_NO_CUDA_MEMORY_CACHING=1`), so that every tensor is a `cudaMalloc` and a `cudaFree` of its own.
+# `systems.profiling.block_memory` runs the block of the {glue:text}`tm_size` model (fp32, fused attention, batch
+# {glue:text}`tm_batch` × {glue:text}`tm_context`) once untraced, then inside the ranges `block:forward` and
+# `block:backward`, each submodule in a range of its own and every operator in PyTorch's
+# (`torch.autograd.profiler.emit_nvtx`). Each allocation is named by its module and the outermost operator
+# running (`aten::linear`, not the `aten::empty` it calls). A residual is a tensor allocated in the forward range
+# and freed in the backward range. The five largest operations among them, with their share of all residuals:
+
+# %% tags=["nbval-ignore-output"]
+try:
+    nsys.find_nsys()
+    traced = profile == "full" and torch.cuda.is_available()
+except nsys.NsysNotFound:
+    traced = False
+with tempfile.TemporaryDirectory() as tmp:
+    rec = (block_memory.record(size, context, batch, "sdpa", tmp) if traced
+           else block_memory.synthetic_record(cfg, batch, tmp))
+if not traced:
+    report.md("*No GPU or no nsys on this machine: the trace below is made from the hook measurement above, so it "
+              "cannot check it.*")
+traced_block = block_memory.block_memory(rec["events"], rec["ranges"], rec["info"])
+top = traced_block["by_op"].head(5)
+report.save_table(traced_block["by_op"], data_dir, "block_trace_residuals_by_op")
+report.table(top[["op", "tensors", "MiB", "share"]], floatfmt=".4g")
+
+# %% tags=["remove-input", "nbval-ignore-output"]
+block_memory.plot_curve(traced_block, title=f"one {size} block, batch {batch} × {context}: memory in use (nsys)");
+
+# %% [markdown]
+# The curve is the trace's memory in use, every allocation up and every free down, from the start of the forward
+# range. By module, the trace against the hooks of the previous section (the same block, the same input):
+
+# %% tags=["nbval-ignore-output"]
+by_module = blocks["sdpa, 32 heads, eager"].by_module().set_index("module").MiB.rename("hooks (MiB)").to_frame()
+by_module["trace (MiB)"] = traced_block["by_module"].set_index("module").MiB
+by_module = by_module.fillna(0).sort_values("hooks (MiB)", ascending=False).reset_index()
+report.save_table(by_module, data_dir, "block_trace_vs_hooks")
+report.table(by_module, floatfmt=".4g")
+
+# %% tags=["remove-cell", "nbval-ignore-output"]
+trace_bytes, input_bytes = traced_block["residual_bytes"], rec["info"]["input_bytes"]
+gap = block_bytes - trace_bytes
+grad = {k: traced_block[f"gradient_bytes_{k}"] for k in ("handout", "direct", "expected")}
+report.glue_all("tm_trace", {
+    "mib": trace_bytes / MiB, "gap_mib": gap / MiB, "input_mib": input_bytes / MiB,
+    "top5_pct": 100 * top.share.sum(), "top1": top.op.iloc[0], "top1_pct": 100 * top.share.iloc[0],
+    "forward_mib": traced_block["forward_allocated_bytes"] / MiB,
+    "backward_change_mib": traced_block["backward_change_bytes"] / MiB,
+    "grad_handout_mib": grad["handout"] / MiB, "grad_direct_mib": grad["direct"] / MiB,
+    "grad_expected_mib": grad["expected"] / MiB, "grad_tensors": traced_block["gradient_tensors"],
+    "block_params_m": rec["info"]["parameters"] / 1e6})
+report.glue("tm_trace_gap_words", report.pick(
+    abs(gap - input_bytes) <= 0.01 * block_bytes,
+    "which is the block's input: its first norm saves it, but it was allocated before the block's forward pass "
+    "began, so no allocation in the trace stands for it",
+    f"of which the block's input accounts for {input_bytes / MiB:.4g} MiB (saved by the first norm, allocated "
+    f"before the forward pass); the rest, {(gap - input_bytes) / MiB:.4g} MiB, the two measurements disagree on"))
+report.glue("tm_trace_grad_words", report.pick(
+    abs(grad["handout"] - grad["expected"]) <= 0.01 * grad["expected"],
+    "which is what the gradients should take", "which is not what the gradients should take"))
+
+# %% [markdown]
+# The trace finds {glue:text}`tm_trace_mib:.5g` MiB of residuals, of the {glue:text}`tm_trace_forward_mib:.5g`
+# MiB the forward pass allocates; the hooks count {glue:text}`tm_sdpa_mib:.5g` MiB. The difference,
+# {glue:text}`tm_trace_gap_mib:.4g` MiB, is {glue:text}`tm_trace_gap_words`. The five largest operations hold
+# {glue:text}`tm_trace_top5_pct:.3g` % of the residuals, `{glue:text}`tm_trace_top1`` alone
+# {glue:text}`tm_trace_top1_pct:.3g` % (a (batch, tokens, d_ff) tensor of the feed-forward network is four times the
+# size of a (batch, tokens, d_model) one).
+#
+# Over the backward range, memory in use changes by {glue:text}`tm_trace_backward_change_mib:.5g` MiB: the
+# backward pass frees the residuals and leaves the gradients. So the gradients take that change plus the residuals,
+# {glue:text}`tm_trace_grad_handout_mib:.5g` MiB, {glue:text}`tm_trace_grad_words`: one fp32 number per parameter
+# ({glue:text}`tm_trace_block_params_m:.4g` million in a block) and the gradient of the block's input, the size of
+# the input, {glue:text}`tm_trace_grad_expected_mib:.5g` MiB in all. Counted directly, the
+# {glue:text}`tm_trace_grad_tensors` tensors allocated in the backward range and alive after it take
+# {glue:text}`tm_trace_grad_direct_mib:.5g` MiB.
 #
 # ## (a) The least memory, nesting allowed
 #

@@ -1,6 +1,7 @@
 """Profile readers on synthetic inputs: nsys SQLite reports, nsys stats CSVs, CUDA memory snapshots."""
 
 import json
+import sqlite3
 
 import matplotlib
 import pandas as pd
@@ -262,3 +263,103 @@ def test_a_kernel_with_two_api_records_is_counted_once(tmp_path):
     trace = nsys.load_trace(tmp_path / "rep.sqlite")
     assert len(trace.kernels) == 7
     assert (trace.kernels.start - trace.kernels.launch == 3 * US).all()
+
+
+def block_trace(tmp_path):
+    """A block's forward (two modules) and backward, by hand: which tensors are residuals and gradients is known.
+
+    forward: q_proj's aten::linear allocates A (kept) inside aten::mm > aten::empty, and a temporary T freed at
+    once; ffn's aten::mul allocates C (kept). backward: gradients E and F (alive after), a temporary G freed
+    inside; A and C freed. The input I was allocated before the forward and outlives the trace.
+    """
+    from systems.profiling import block_memory as bm
+
+    ranges = [
+        {"name": bm.FORWARD, "start": 100, "end": 200},
+        {"name": bm.MODULE + "attn.q_proj", "start": 110, "end": 140},
+        {"name": "aten::linear, seq = 1, op_id = 7", "start": 112, "end": 138},
+        {"name": "aten::mm, seq = 2", "start": 114, "end": 136},
+        {"name": "aten::empty", "start": 115, "end": 117},
+        {"name": bm.MODULE + "ffn", "start": 150, "end": 190},
+        {"name": "aten::mul, seq = 3", "start": 155, "end": 165},
+        {"name": bm.BACKWARD, "start": 300, "end": 400},
+        {"name": "MmBackward0, seq = 2", "start": 310, "end": 330},
+    ]
+    A, T, C, E, F, G, I = 1 << 20, 3000, 5 << 10, 7 << 10, 11 << 10, 13 << 10, 17 << 10
+    memory = [
+        {"start": 50, "address": 9, "bytes": I, "free": False},
+        {"start": 116, "address": 1, "bytes": A, "free": False},
+        {"start": 130, "address": 2, "bytes": T, "free": False},
+        {"start": 135, "address": 2, "bytes": T, "free": True},
+        {"start": 160, "address": 3, "bytes": C, "free": False},
+        {"start": 315, "address": 4, "bytes": E, "free": False},
+        {"start": 320, "address": 5, "bytes": G, "free": False},
+        {"start": 325, "address": 5, "bytes": G, "free": True},
+        {"start": 330, "address": 3, "bytes": C, "free": True},
+        {"start": 340, "address": 2, "bytes": F, "free": False},  # an address used again
+        {"start": 350, "address": 1, "bytes": A, "free": True},
+        {"start": 360, "address": 77, "bytes": 999, "free": True},  # allocated before the capture: ignored
+    ]
+    sqlite = nsys.write_sqlite(tmp_path / "block.sqlite", [], ranges, memory=memory)
+    return nsys.load_memory_events(sqlite), nsys.load_trace(sqlite).ranges, dict(A=A, C=C, E=E, F=F, I=I)
+
+
+def test_block_memory_finds_residuals_and_gradients_in_a_trace(tmp_path):
+    from systems.profiling import block_memory as bm
+
+    events, ranges, size = block_trace(tmp_path)
+    life = bm.lifetimes(events, ranges)
+    assert list(life.bytes) == [size["I"], size["A"], 3000, size["C"], size["E"], 13 << 10, size["F"]]
+    first = life.iloc[1]
+    assert (first.module, first.op) == ("attn.q_proj", "aten::linear")  # the outermost op, not aten::empty
+    found = bm.block_memory(events, ranges, {"parameter_bytes": size["E"], "input_bytes": size["F"]})
+    assert found["residual_bytes"] == size["A"] + size["C"]
+    assert list(found["by_op"].op) == ["aten::linear", "aten::mul"]
+    assert found["by_op"].share.sum() == pytest.approx(1.0)
+    assert dict(zip(found["by_module"].module, found["by_module"].bytes)) == {"attn.q_proj": size["A"],
+                                                                             "ffn": size["C"]}
+    assert found["backward_change_bytes"] == size["E"] + size["F"] - size["A"] - size["C"]  # not the unknown free
+    assert found["gradient_bytes_direct"] == found["gradient_bytes_expected"] == size["E"] + size["F"]
+    assert found["gradient_tensors"] == 2
+    assert found["forward_allocated_bytes"] == size["A"] + 3000 + size["C"]
+    assert found["curve"].MiB.iloc[-1] * 2**20 == pytest.approx(found["backward_change_bytes"] + size["A"] + size["C"])
+
+
+def test_block_memory_needs_its_ranges_and_the_memory_events(tmp_path):
+    from systems.profiling import block_memory as bm
+
+    events, ranges, _ = block_trace(tmp_path)
+    with pytest.raises(ValueError, match="one 'block:backward' range, found 0"):
+        bm.block_memory(events, ranges[ranges.name != bm.BACKWARD], {"parameter_bytes": 0, "input_bytes": 0})
+    bare = nsys.write_sqlite(tmp_path / "bare.sqlite", [], [])
+    with sqlite3.connect(bare) as db:
+        db.execute("DROP TABLE CUDA_GPU_MEMORY_USAGE_EVENTS")
+    with pytest.raises(ValueError, match="--cuda-memory-usage=true"):
+        nsys.load_memory_events(bare)
+
+
+def test_the_synthetic_block_trace_agrees_with_the_hooks(tmp_path):
+    """The CPU stand-in carries the hook measurement into the trace format: the analysis must read it back."""
+    from systems.memory.saved import block_residuals
+    from systems.model import preset
+    from systems.profiling import block_memory as bm
+
+    cfg = preset("tiny", context_length=16, attention="sdpa")
+    rec = bm.synthetic_record(cfg, 2, tmp_path)
+    found = bm.block_memory(rec["events"], rec["ranges"], rec["info"])
+    hooks = block_residuals(cfg, 2, device="cpu")
+    assert found["residual_bytes"] == hooks.total_bytes - rec["info"]["input_bytes"]  # all but the block's input
+    assert found["gradient_bytes_direct"] == found["gradient_bytes_handout"] == found["gradient_bytes_expected"]
+    assert set(found["by_module"].module) <= set(hooks.by_module().module)
+
+
+def test_the_block_memory_target_refuses_to_run_without_a_gpu(tmp_path, monkeypatch, capsys):
+    from systems.profiling import block_memory as bm
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit) as exit:
+        bm.main(["--json", str(tmp_path / "b.json")])
+    assert exit.value.code == 2 and "needs a CUDA GPU" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bm.main(["--json", str(tmp_path / "b.json"), "--size", "huge"])
+    assert "unknown model size 'huge'" in capsys.readouterr().err

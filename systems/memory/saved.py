@@ -34,6 +34,7 @@ class Saved:
     shape: tuple[int, ...]
     dtype: str
     bytes: int  # of the storage, counted once over all records
+    storage: int  # the storage's address: records with the same one share memory
     parameter: bool
     first: bool  # the first record of its storage (the one the bytes are counted on)
 
@@ -100,7 +101,7 @@ class SavedTensors:
         parameter = isinstance(t, torch.nn.Parameter) or storage.data_ptr() in self._params
         self.records.append(Saved(self._modules[-1] if self._modules else "", self._ops.stack[-1] if self._ops.stack
                                   else "", tuple(t.shape), str(t.dtype).removeprefix("torch."), storage.nbytes(),
-                                  parameter, first))
+                                  storage.data_ptr(), parameter, first))
         return t
 
     @property

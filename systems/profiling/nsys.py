@@ -1,4 +1,5 @@
-"""Nsight Systems from Python: run a command under ``nsys profile``, then ask the report where GPU time went.
+"""Nsight Systems from Python: run a command under ``nsys profile``, then ask the report where GPU time went
+(and, captured with ``--cuda-memory-usage=true``, when memory was allocated and freed).
 
 Handout §1.1.4. The capture is kept small (CUDA and NVTX only, no CPU sampling, no context switches). The
 report is exported to SQLite and read with :mod:`sqlite3`: every kernel, and the CPU-side time of the API
@@ -171,14 +172,31 @@ def load_trace(sqlite_path: str | Path) -> Trace:
     return Trace(kernels=kernels, ranges=ranges)
 
 
-def _label(times: np.ndarray, ranges: pd.DataFrame, match: Callable[[str], bool]) -> np.ndarray:
-    """For each time, the name of the innermost range that ``match`` accepts and that contains it, or None."""
+def load_memory_events(sqlite_path: str | Path) -> pd.DataFrame:
+    """The CUDA memory events of a report captured with ``--cuda-memory-usage=true``, in time order: start (ns),
+    address, bytes, and ``free`` (False for an allocation)."""
+    with contextlib.closing(sqlite3.connect(f"file:{sqlite_path}?mode=ro", uri=True)) as db:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "CUDA_GPU_MEMORY_USAGE_EVENTS" not in tables:
+            raise ValueError(f"{sqlite_path} holds no CUDA memory events: capture with --cuda-memory-usage=true")
+        # memoryOperationType: 0 allocation, 1 deallocation (ENUM_CUDA_DEV_MEM_EVENT_OPER)
+        events = pd.read_sql_query(
+            """SELECT start, address, bytes, memoryOperationType = 1 AS free
+               FROM CUDA_GPU_MEMORY_USAGE_EVENTS ORDER BY start""", db)
+    events["free"] = events["free"].astype(bool)
+    return events
+
+
+def enclosing(times: np.ndarray, ranges: pd.DataFrame, match: Callable[[str], bool], innermost: bool = True
+              ) -> np.ndarray:
+    """For each time, the name of the innermost (or outermost) range that ``match`` accepts and that contains it,
+    or None."""
     order = np.argsort(times, kind="stable")
     sorted_times = times[order]
     out = np.full(len(times), None, dtype=object)
     chosen = ranges[ranges.name.map(match)]
-    # Widest first, so that nested ranges of one level (innermost) overwrite their parents.
-    chosen = chosen.assign(width=chosen.end - chosen.start).sort_values("width", ascending=False)
+    # The ranges that should win are written last: innermost, the narrowest; outermost, the widest.
+    chosen = chosen.assign(width=chosen.end - chosen.start).sort_values("width", ascending=not innermost)
     for name, start, end in zip(chosen.name, chosen.start, chosen.end):
         lo, hi = np.searchsorted(sorted_times, [start, end], side="left")
         out[order[lo:hi]] = name
@@ -192,7 +210,7 @@ def label_kernels(kernels: pd.DataFrame, ranges: pd.DataFrame, levels: dict[str,
     out = kernels.copy()
     launch = out["launch"].to_numpy()
     for level, match in levels.items():
-        out[level] = _label(launch, ranges, match)
+        out[level] = enclosing(launch, ranges, match)
     out["category"] = out["name"].map(classify)
     return out
 
@@ -202,7 +220,7 @@ def label_ranges(ranges: pd.DataFrame, levels: dict[str, Callable[[str], bool]] 
     out = ranges.copy()
     start = out["start"].to_numpy()
     for level, match in levels.items():
-        out[level] = _label(start, ranges, match)
+        out[level] = enclosing(start, ranges, match)
     return out
 
 
@@ -258,12 +276,15 @@ def range_times(kernels: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def write_sqlite(path: str | Path, kernels: list[dict], ranges: list[dict], launch_offset_ns: int = 0) -> Path:
-    """A minimal report database with the tables :func:`load_trace` reads, from plain rows.
+def write_sqlite(path: str | Path, kernels: list[dict], ranges: list[dict], launch_offset_ns: int = 0,
+                 memory: list[dict] = ()) -> Path:
+    """A minimal report database with the tables :func:`load_trace` and :func:`load_memory_events` read, from
+    plain rows.
 
     ``kernels``: dicts with name, start, end (ns) and optionally launch (ns; default start -
-    ``launch_offset_ns``); ``ranges``: dicts with name, start, end. For tests and for CPU-only smoke runs of
-    the chapters, which have no nsys to produce a real report.
+    ``launch_offset_ns``); ``ranges``: dicts with name, start, end; ``memory``: dicts with start, address, bytes
+    and ``free`` (bool). For tests and for CPU-only smoke runs of the chapters, which have no nsys to produce a
+    real report.
     """
     path = Path(path)
     path.unlink(missing_ok=True)
@@ -280,6 +301,8 @@ def write_sqlite(path: str | Path, kernels: list[dict], ranges: list[dict], laun
                                                      shortName INT);
             CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, correlationId INT, nameId INT);
             CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, text TEXT, textId INT);
+            CREATE TABLE CUDA_GPU_MEMORY_USAGE_EVENTS (start INT, globalPid INT, deviceId INT, contextId INT,
+                                                       address INT, bytes INT, memKind INT, memoryOperationType INT);
             """)
         for i, k in enumerate(kernels):
             launch = k.get("launch", k["start"] - launch_offset_ns)
@@ -291,6 +314,8 @@ def write_sqlite(path: str | Path, kernels: list[dict], ranges: list[dict], laun
         for i, r in enumerate(ranges):
             text, text_id = (r["name"], None) if i % 2 else (None, sid(r["name"]))
             db.execute("INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, ?, ?)", (r["start"], r["end"], text, text_id))
+        db.executemany("INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS VALUES (?, 1, 0, 1, ?, ?, 2, ?)",
+                       [(m["start"], m["address"], m["bytes"], int(m["free"])) for m in memory])
         db.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, s) for s, i in strings.items()])
         db.commit()
     return path
