@@ -93,15 +93,17 @@ def call_floor(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 300
     q, k, v = (torch.randn(*shape, device=device, dtype=DTYPES[dtype], requires_grad=True) for _ in "qkv")
     rows = []
     for impl, mode in tqdm([(i, m) for i in impls for m in modes], desc="per-call floor"):
-        attend = attention(impl)
-
-        def step(attend=attend):
-            o = attend(q, k, v, is_causal)
-            o.sum().backward()
-
         torch._dynamo.reset()
-        fn = {"eager": step, "compiled": torch.compile(step),
-              "CUDA graph": torch.compile(step, mode="reduce-overhead")}[mode]
+        # The attention is compiled, as in a compiled model; its backward graph runs from the eager .backward().
+        attend = {"eager": attention(impl), "compiled": torch.compile(attention(impl)),
+                  "CUDA graph": torch.compile(attention(impl), mode="reduce-overhead")}[mode]
+
+        def fn(attend=attend, graphed=mode == "CUDA graph"):
+            if graphed:  # each call a new step, whose replay may overwrite the previous call's outputs
+                torch.compiler.cudagraph_mark_step_begin()
+            # gradients returned, not accumulated: .grad would keep a replay's output that the next replay overwrites
+            torch.autograd.grad(attend(q, k, v, is_causal).sum(), (q, k, v))
+
         try:
             for _ in range(3):  # compile, tune, record
                 fn()
@@ -111,7 +113,6 @@ def call_floor(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 300
                 raise
             wall = UNSUPPORTED
         rows.append({"impl": impl, "mode": mode, "wall_us": wall})
-        q.grad = k.grad = v.grad = None
     table = pd.DataFrame(rows).pivot(index="impl", columns="mode", values="wall_us").reindex(impls)[list(modes)]
     return table.reset_index()
 

@@ -53,9 +53,18 @@ def run_block(cfg, batch: int) -> dict[str, Any]:
     with torch.device("cuda"):
         block = TransformerBlock(cfg)
         x = torch.randn(batch, cfg.context_length, cfg.d_model, requires_grad=True)
+
+    def enter(name: str):
+        def hook(module, args) -> None:  # returns None: a pre-hook's result would replace the module's input
+            torch.cuda.nvtx.range_push(MODULE + name)
+        return hook
+
+    def leave(module, args, output) -> None:  # and a forward hook's result its output
+        torch.cuda.nvtx.range_pop()
+
     for module, name in module_names(block).items():
-        module.register_forward_pre_hook(lambda m, args, name=name: torch.cuda.nvtx.range_push(MODULE + name))
-        module.register_forward_hook(lambda m, args, out: torch.cuda.nvtx.range_pop())
+        module.register_forward_pre_hook(enter(name))
+        module.register_forward_hook(leave)
     # A first pass outside the ranges: cuBLAS workspaces and the kernels' one-time allocations happen here.
     block(x).backward(torch.ones(batch, cfg.context_length, cfg.d_model, device="cuda"))
     for p in (*block.parameters(), x):
