@@ -452,6 +452,9 @@ def test_gpu_model_compiled_with_cuda_graphs_matches_eager():
         want = model(tokens).float()
         compiled = torch.compile(model, mode="reduce-overhead")
         for _ in range(3):  # warm-up runs, then recorded, then replayed
+            # a training loop's steps: each a new replay, no gradient kept from the previous one's outputs
+            torch.compiler.cudagraph_mark_step_begin()
+            model.zero_grad(set_to_none=True)
             got = compiled(tokens).float()
             got.sum().backward()
     torch.testing.assert_close(got, want, rtol=3e-2, atol=3e-2)
