@@ -62,8 +62,7 @@ else:
     small = dict(shape=(2, 64, 16), dtype=torch.float32)
     board, breakdown_run, variant_run = dict(rep=20, warmup=5, **small), dict(steps=2, **small), dict(rep=20, warmup=5, **small)
 timing = dict(rep_ms=20, warmup_ms=5)
-report.glue_all("flash", {"rep_ms": timing["rep_ms"], "warmup_ms": timing["warmup_ms"], "min_n": min(4096, max(seq_lens)),
-                          "board_rep": board["rep"], "breakdown_steps": breakdown_run["steps"], "tokens": tokens,
+report.glue_all("flash", {"rep_ms": timing["rep_ms"], "warmup_ms": timing["warmup_ms"], "board_rep": board["rep"], "breakdown_steps": breakdown_run["steps"], "tokens": tokens,
                           "variant_rep": variant_run["rep"], "slow_min_n": 1024})
 
 # %% [markdown]

@@ -256,15 +256,22 @@ report.glue("tm_k_star", (n * boundary / block_bytes) ** 0.5)
 # a block's residuals are so much larger than its input that single-block groups (k =
 # {glue:text}`tm_best_k`) are best; there is no smaller group, so the next larger ones are measured beside it. A
 # full training step of the {glue:text}`tm_size` model (forward, backward, AdamW; fp32; fused attention) at batch
-# {glue:text}`tm_batch` × {glue:text}`tm_context` tokens, without checkpointing and with groups of each size; the
-# peak is `torch.cuda.max_memory_allocated` over the measured step.
+# {glue:text}`tm_batch` × {glue:text}`tm_context` tokens, without checkpointing and with groups of each size. The
+# peaks are `torch.cuda.max_memory_allocated`, over the measured step and over each of its phases; beside them the
+# backward pass's peak less the {glue:text}`tm_states_gib:.3g` GiB of weights, gradients and AdamW moments, and the
+# activations on paper.
 
 # %% tags=["nbval-ignore-output"]
 base = BenchConfig(cfg, batch_size=batch, mode="train", warmup=1, steps=1)
 steps = sweep(base, checkpoint_blocks=groups)
-steps["peak_gib"] = steps.get("peak_memory_mb", pd.Series(float("nan"), index=steps.index)) / 1024
+for phase in ("peak_memory", "backward_peak", "optimizer_peak"):
+    steps[phase.replace("_memory", "") + "_gib"] = steps.get(f"{phase}_mb", pd.Series(float("nan"), index=steps.index)) / 1024
+steps["backward above states (GiB)"] = steps.backward_peak_gib - 16 * parameter_count(cfg) / 2**30
+steps["activations on paper (GiB)"] = [one_level_peak(cfg.num_layers, k, block_bytes, boundary) / 2**30
+                                       for k in steps.checkpoint_blocks]
 report.save_table(steps.drop(columns=[c for c in steps if c.endswith("times_ms")]), data_dir, "checkpointed_steps")
-report.table(steps[["checkpoint_blocks", "status", "step_ms", "peak_gib"]], floatfmt=".4g")
+report.table(steps[["checkpoint_blocks", "status", "step_ms", "peak_gib", "backward_peak_gib", "optimizer_peak_gib",
+                    "backward above states (GiB)", "activations on paper (GiB)"]], floatfmt=".4g")
 
 # %% tags=["remove-cell", "nbval-ignore-output"]
 ok = steps[steps.status == "ok"].set_index("checkpoint_blocks")
@@ -273,11 +280,21 @@ report.glue("tm_fit_words", report.pick(
     steps.set_index("checkpoint_blocks").status[0] != "ok" and len(ok) > 0,
     "runs out of memory without checkpointing and fits with it", "does not show the difference on this machine"))
 report.glue("tm_peaks", "; ".join(f"groups of {k}: {g:.3g} GiB" for k, g in ok.peak_gib.items()))
+report.glue("tm_bwd_peaks", "; ".join(f"groups of {k}: {g:.3g} GiB" for k, g in ok.backward_peak_gib.items()))
+report.glue("tm_peak_phase_words", report.pick(
+    len(ok) > 0 and bool((ok.optimizer_peak_gib > ok.backward_peak_gib).all()),
+    "Every step peaks in the AdamW update, after the backward pass has freed the activations: PyTorch's default "
+    "(multi-tensor) AdamW computes the square roots of all second moments at once, a temporary as large as one "
+    f"moment ({4 * parameter_count(cfg) / 2**30:.3g} GiB, 4 bytes per parameter), so the step's peak hardly depends "
+    "on the checkpointing.",
+    "Not every step peaks in the AdamW update: where the backward pass sets the peak, the checkpointing decides it."))
 
 # %% [markdown]
-# The step {glue:text}`tm_fit_words` (without: {glue:text}`tm_unchecked`). Measured peaks: {glue:text}`tm_peaks`.
-# The measured peak sits above the activations on paper by the 16 bytes per parameter of the model's state, plus
-# the backward's own transients (one group's gradients of activations, the logits and their gradient).
+# The step {glue:text}`tm_fit_words` (without: {glue:text}`tm_unchecked`). Peaks of the whole step:
+# {glue:text}`tm_peaks`; of the backward pass alone: {glue:text}`tm_bwd_peaks`. {glue:text}`tm_peak_phase_words`
+# The backward pass's peak is where the group size shows: it holds the groups' inputs and one group's recomputed
+# residuals on top of the model's state, and its distance above that state follows the activations on paper, plus
+# the backward's own transients (a group's gradients of activations, the logits and their gradient).
 #
 # ## What recomputation costs
 #

@@ -339,7 +339,7 @@ ar["measured_ms"] = ar.median_ms
 ar["§8 ring (ms)"] = [1e3 * ring_all_reduce(b, 2, peak) for b in ar.bytes]
 ar["o + S/w (ms)"] = 1e3 * (o + ar.bytes / w)
 ar["measured / §8"] = ar.measured_ms / ar["§8 ring (ms)"]
-e2e = pd.read_csv(pipeline.BOOK_DATA / "01_end_to_end" / "forward_backward.csv")
+e2e = pd.read_csv(pipeline.BOOK_DATA / "01_end_to_end" / "train_step.csv")
 e2e_stamp = pipeline.run_info("01_end_to_end")["stamp"]
 xl_run = e2e.query("size == 'xl' and context_length == 512 and status == 'ok'").iloc[0]
 grad_bytes = 4 * parameter_count(preset("xl"))

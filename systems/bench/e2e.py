@@ -112,12 +112,18 @@ class _Step:
         self.x = torch.randint(0, cfg.model.vocab_size, shape, device=device)
         self.y = torch.randint(0, cfg.model.vocab_size, shape, device=device)
         self.phases: dict[str, list[float]] = {"forward": [], "backward": [], "optimizer": []}
+        self.peaks: dict[str, float] = {}  # the most memory allocated during each phase (CUDA), bytes
 
     def _timed(self, phase: str, fn):
+        cuda = self.device.type == "cuda"
+        if cuda:  # per phase: the step's peak alone cannot say whether activations or the optimizer set it
+            torch.cuda.reset_peak_memory_stats(self.device)
         # the range closes after the sync, so its CPU span is the timed interval
         with timed(self.device) as elapsed, annotate(phase):
             out = fn()
         self.phases[phase].append(elapsed.ms)
+        if cuda:
+            self.peaks[phase] = max(self.peaks.get(phase, 0), torch.cuda.max_memory_allocated(self.device))
         return out
 
     def __call__(self) -> None:
@@ -154,8 +160,7 @@ def _measure(cfg: BenchConfig, device: torch.device) -> dict[str, Any]:
         warmup_ms = _steps(step, cfg.warmup, device)  # kept: one-time costs (compilation, CUDA context, allocator)
     for times in step.phases.values():
         times.clear()
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
+    step.peaks.clear()
     snapshot = record_memory(cfg.memory_snapshot) if cfg.memory_snapshot else contextlib.nullcontext()
     with snapshot, annotate("measured"):
         totals = _steps(step, cfg.steps, device)
@@ -167,7 +172,9 @@ def _measure(cfg: BenchConfig, device: torch.device) -> dict[str, Any]:
             t = summarize(times, cfg.warmup)
             row.update({f"{phase}_ms": t.mean_ms, f"{phase}_std_ms": t.std_ms, f"{phase}_times_ms": t.times_ms})
     if device.type == "cuda":
-        row["peak_memory_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+        # every allocation happens inside a phase (between them memory is only freed): the step's peak is theirs
+        row.update({f"{phase}_peak_mb": peak / 2**20 for phase, peak in step.peaks.items()})
+        row["peak_memory_mb"] = max(step.peaks.values(), default=0) / 2**20
         # the dtype the matrix products run in decides which peak the MFU divides by
         matmul = cfg.dtype if cfg.dtype != "fp32" else ("tf32" if torch.backends.cuda.matmul.allow_tf32 else "fp32")
         row["mfu"] = mfu(model_flops(cfg.model, cfg.batch_size, cfg.mode), total.mean_ms / 1e3,
