@@ -8,6 +8,7 @@ chapter's cell shows it. Nothing here computes a result.
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import matplotlib.ticker
 import pandas as pd
 import seaborn as sns
 
@@ -57,6 +58,11 @@ def lines(df: pd.DataFrame, x: str, y: str, hue: str | None, title: str, xlabel:
     grid = sns.relplot(data=df, x=x, y=y, hue=hue, style=style, col=col, kind="line", marker="o", height=3.2,
                        aspect=1.15, palette=palette if hue is not None else None)
     grid.set(xscale="log" if logx else "linear", yscale="log" if logy else "linear", xlabel=xlabel, ylabel=ylabel)
+    values = sorted(df[x].dropna().unique())
+    if logx and len(values) <= 10:  # label the measured points, not decades whose minor labels run together
+        for ax in grid.axes.flat:
+            ax.set_xticks(values, [format(v, "g") for v in values])
+            ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     if reference is not None:
         for ax in grid.axes.flat:
             ax.axhline(reference, color="grey", lw=1, ls="--")

@@ -82,30 +82,42 @@ def call_overhead(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 
     return pd.DataFrame(rows)
 
 
+def graphed(step: Callable) -> Callable:
+    """``step`` captured once in a CUDA graph (``torch.cuda.graph``); the callable returned replays it, so no
+    Python runs per call: what is left is the kernels and their launch gaps on the GPU."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):  # tuning, compiling and the allocator's first requests stay outside the capture
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph.replay
+
+
 def call_floor(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 300, is_causal: bool = True,
                impls=("flash_triton", "sdpa_flash", "sdpa_cudnn"), modes=("eager", "compiled", "CUDA graph")
                ) -> pd.DataFrame:
-    """Wall µs per forward and backward call at a shape too small to keep the GPU busy, eager, under
-    ``torch.compile`` and under ``torch.compile(mode="reduce-overhead")`` (the step recorded in a CUDA graph and
-    replayed): how much of the floor each way of calling removes, ours next to SDPA's."""
+    """Wall µs per forward and backward call at a shape too small to keep the GPU busy: eager, under
+    ``torch.compile`` (the attention compiled, its backward run by autograd) and captured whole in a CUDA graph
+    and replayed (:func:`graphed`): how much of the floor each way of calling removes, ours next to SDPA's."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(0)
     q, k, v = (torch.randn(*shape, device=device, dtype=DTYPES[dtype], requires_grad=True) for _ in "qkv")
     rows = []
     for impl, mode in tqdm([(i, m) for i in impls for m in modes], desc="per-call floor"):
         torch._dynamo.reset()
-        # The attention is compiled, as in a compiled model; its backward graph runs from the eager .backward().
-        attend = {"eager": attention(impl), "compiled": torch.compile(attention(impl)),
-                  "CUDA graph": torch.compile(attention(impl), mode="reduce-overhead")}[mode]
+        attend = torch.compile(attention(impl)) if mode == "compiled" else attention(impl)
 
-        def fn(attend=attend, graphed=mode == "CUDA graph"):
-            if graphed:  # each call a new step, whose replay may overwrite the previous call's outputs
-                torch.compiler.cudagraph_mark_step_begin()
-            # gradients returned, not accumulated: .grad would keep a replay's output that the next replay overwrites
+        def step(attend=attend):
+            # gradients returned, not accumulated into .grad: a captured step must not read the previous one's
             torch.autograd.grad(attend(q, k, v, is_causal).sum(), (q, k, v))
 
         try:
-            for _ in range(3):  # compile, tune, record
+            fn = graphed(step) if mode == "CUDA graph" else step
+            for _ in range(3):  # compile, tune
                 fn()
             _, wall = per_call_us(fn, n_calls, device)
         except RuntimeError as exc:
