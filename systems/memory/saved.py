@@ -54,6 +54,11 @@ class _CurrentOp(TorchFunctionMode):
             self.stack.pop()
 
 
+def module_names(model: torch.nn.Module) -> dict[torch.nn.Module, str]:
+    """Each module's name within ``model`` (the model itself by its type): how records name the module running."""
+    return {m: name or type(m).__name__ for name, m in model.named_modules()}
+
+
 @dataclass
 class SavedTensors:
     """Context manager recording what autograd saves while it is active; see the module doc."""
@@ -66,8 +71,8 @@ class SavedTensors:
         self._modules: list[str] = []
         self._handles = []
         if self.model is not None:
-            for name, module in self.model.named_modules():
-                self._handles.append(module.register_forward_pre_hook(self._enter_module(name or type(module).__name__)))
+            for module, name in module_names(self.model).items():
+                self._handles.append(module.register_forward_pre_hook(self._enter_module(name)))
                 self._handles.append(module.register_forward_hook(self._leave_module))
         self._params = {p.untyped_storage().data_ptr() for p in (self.model.parameters() if self.model else ())}
         self._seen: set[tuple[str, int]] = set()

@@ -31,17 +31,12 @@ import numpy as np
 import pandas as pd
 import torch
 
+from systems.memory.saved import SavedTensors, module_names  # module_names: both measurements name modules alike
 from systems.profiling import nsys
 
 FORWARD, BACKWARD = "block:forward", "block:backward"
 MODULE = "module:"
 MIB = 2**20
-
-
-def module_names(block: torch.nn.Module) -> dict[torch.nn.Module, str]:
-    """Each submodule's name as :class:`systems.memory.saved.SavedTensors` records it (the block itself by its
-    type), so that both measurements name the same modules."""
-    return {m: name or type(m).__name__ for name, m in block.named_modules()}
 
 
 def run_block(cfg, batch: int) -> dict[str, Any]:
@@ -113,7 +108,6 @@ def synthetic_record(cfg, batch: int, out_dir: str | Path) -> dict[str, Any]:
     the input a gradient allocated in the backward pass. The trace has the structure of a real one, so every
     step of the analysis runs; it is made from the hook measurement, so it cannot check it.
     """
-    from systems.memory.saved import SavedTensors
     from systems.model import TransformerBlock
 
     torch.manual_seed(0)
