@@ -59,12 +59,11 @@ def lines(df: pd.DataFrame, x: str, y: str, hue: str | None, title: str, xlabel:
                        aspect=1.15, palette=palette if hue is not None else None)
     grid.set(xscale="log" if logx else "linear", yscale="log" if logy else "linear", xlabel=xlabel, ylabel=ylabel)
     values = sorted(df[x].dropna().unique())
-    if logx and len(values) <= 10:  # label the measured points, not decades whose minor labels run together
-        for ax in grid.axes.flat:
+    for ax in grid.axes.flat:
+        if logx and len(values) <= 10:  # label the measured points, not decades whose minor labels run together
             ax.set_xticks(values, [format(v, "g") for v in values])
             ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-    if reference is not None:
-        for ax in grid.axes.flat:
+        if reference is not None:
             ax.axhline(reference, color="grey", lw=1, ls="--")
     if legend_below:
         sns.move_legend(grid, "upper center", bbox_to_anchor=(0.5, 0.02), ncol=3, title=None, frameon=False)

@@ -45,12 +45,12 @@ from systems.bench.flops import model_flops, mfu
 from systems.cli import HelpFormatter, add_arguments, build, dump_json, option
 from systems.data import TokenData
 from systems.device import local_device, timed
+from systems.fsdp import SHARDED_WRAPPERS, shard_model  # sharded state: checkpoints hold it gathered
 from systems.model import (ModelConfig, TransformerLM, add_model_arguments, check_tokens, models_from_args,
                            parameter_count, preset)
 from systems.zero import ShardedOptimizer
 
-WRAPPERS = ("none", "torch", "naive", "flat", "overlap", "bucketed", "fsdp", "fsdp2")
-SHARDED = ("fsdp", "fsdp2")  # weights, gradients and optimizer state sharded: checkpoints hold them gathered
+WRAPPERS = ("none", "torch", "naive", "flat", "overlap", "bucketed", *SHARDED_WRAPPERS)
 # What a resumed run must share with its checkpoint to continue the same loss curve (the model aside).
 IDENTITY = ("data", "seed", "global_batch_size", "grad_accum", "max_steps", "lr", "min_lr", "warmup_steps",
             "beta1", "beta2", "eps", "weight_decay", "grad_clip", "bf16")
@@ -106,7 +106,7 @@ class TrainConfig:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.checkpoint_every and not self.checkpoint_dir:
             raise ValueError("checkpoint_every needs checkpoint_dir")
-        if self.zero1 and self.wrapper in SHARDED:
+        if self.zero1 and self.wrapper in SHARDED_WRAPPERS:
             raise ValueError(f"--zero1 shards the optimizer state, which --wrapper {self.wrapper} shards already")
 
 
@@ -177,14 +177,12 @@ class _Run:
         torch.manual_seed(cfg.seed)  # the same initial weights on every rank (the wrappers broadcast them anyway)
         with torch.device(self.device):
             self.model = TransformerLM(cfg.model, checkpoint_blocks=cfg.checkpoint_blocks)
-        self.sharded = cfg.wrapper in SHARDED
+        self.sharded = cfg.wrapper in SHARDED_WRAPPERS
         if ckpt and not self.sharded:
             self.model.load_state_dict(ckpt["model"])
         if cfg.wrapper == "none":
             self.net, self.ddp = self.model, None
         elif self.sharded:
-            from systems.fsdp import shard_model
-
             self.net = self.ddp = shard_model(cfg.wrapper, self.model, torch.bfloat16 if cfg.bf16 else None)
             if ckpt:
                 self.net.load_full_state_dict(ckpt["model"])

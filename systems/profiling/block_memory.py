@@ -39,9 +39,20 @@ MODULE = "module:"
 MIB = 2**20
 
 
+def _sizes(block: torch.nn.Module, x: torch.Tensor) -> dict[str, int]:
+    """What the expected gradient bytes need: the block's parameters (count and bytes) and its input's bytes."""
+    return {"parameters": sum(p.numel() for p in block.parameters()),
+            "parameter_bytes": sum(p.nbytes for p in block.parameters()), "input_bytes": x.nbytes}
+
+
+def _recorded(sqlite: Path, info: dict[str, int], report: Path | None) -> dict[str, Any]:
+    return {"info": info, "events": nsys.load_memory_events(sqlite), "ranges": nsys.load_trace(sqlite).ranges,
+            "report": report}
+
+
 def run_block(cfg, batch: int) -> dict[str, Any]:
     """Forward and backward of one block of ``cfg`` on a random fp32 (batch, context, d_model) input, inside the
-    ranges the analysis reads; what the expected sizes need: parameter, input and output bytes."""
+    ranges the analysis reads; returns what the expected gradient bytes need (:func:`_sizes`)."""
     from systems.model import TransformerBlock
 
     torch.manual_seed(0)
@@ -73,9 +84,7 @@ def run_block(cfg, batch: int) -> dict[str, Any]:
         with torch.cuda.nvtx.range(BACKWARD):
             out.backward(grad)
             torch.cuda.synchronize()
-    return {"parameters": sum(p.numel() for p in block.parameters()),
-            "parameter_bytes": sum(p.nbytes for p in block.parameters()), "input_bytes": x.nbytes,
-            "output_bytes": out.nbytes}
+    return _sizes(block, x)
 
 
 def _argv(size: str, context: int, batch: int, attention: str, json_path: Path) -> list[str]:
@@ -95,9 +104,7 @@ def record(size: str, context: int, batch: int, attention: str, out_dir: str | P
                              extra_args=["--cuda-memory-usage=true"], env=env, timeout=timeout)
     if not info.exists():  # the target writes its sizes last: without them it failed
         raise RuntimeError(f"block memory target failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    sqlite = nsys.export_sqlite(rep)
-    return {"info": json.loads(info.read_text()), "events": nsys.load_memory_events(sqlite),
-            "ranges": nsys.load_trace(sqlite).ranges, "report": rep}
+    return _recorded(nsys.export_sqlite(rep), json.loads(info.read_text()), rep)
 
 
 def synthetic_record(cfg, batch: int, out_dir: str | Path) -> dict[str, Any]:
@@ -114,7 +121,7 @@ def synthetic_record(cfg, batch: int, out_dir: str | Path) -> dict[str, Any]:
     block = TransformerBlock(cfg)
     x = torch.randn(batch, cfg.context_length, cfg.d_model, requires_grad=True)
     with SavedTensors(block) as saved:
-        out = block(x)
+        block(x)
     # The block's input is saved, not allocated, by the forward pass: a real trace does not see it either.
     kept = [r for r in saved.records if r.first and not r.parameter and r.storage != x.untyped_storage().data_ptr()]
     ranges, memory, t, address = [], [], 0, 1 << 20
@@ -150,11 +157,7 @@ def synthetic_record(cfg, batch: int, out_dir: str | Path) -> dict[str, Any]:
         event(nbytes, free_of=at)
     ranges.append({"name": BACKWARD, "start": backward_start, "end": t + 10})
     sqlite = nsys.write_sqlite(Path(out_dir) / "synthetic_block_memory.sqlite", [], ranges, memory=memory)
-    info = {"parameters": sum(p.numel() for p in block.parameters()),
-            "parameter_bytes": sum(p.nbytes for p in block.parameters()), "input_bytes": x.nbytes,
-            "output_bytes": out.nbytes}
-    return {"info": info, "events": nsys.load_memory_events(sqlite), "ranges": nsys.load_trace(sqlite).ranges,
-            "report": None}
+    return _recorded(sqlite, _sizes(block, x), None)
 
 
 def lifetimes(events: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:
@@ -214,7 +217,7 @@ def block_memory(events: pd.DataFrame, ranges: pd.DataFrame, info: dict[str, Any
             "forward_ms": (f1 - f0) / 1e6, "backward_start_ms": (b0 - f0) / 1e6, "backward_ms": (b1 - b0) / 1e6,
             "residual_bytes": int(total), "forward_allocated_bytes": int(life[in_forward].bytes.sum()),
             "backward_change_bytes": backward_change,
-            "gradient_bytes_handout": backward_change + int(residuals.bytes.sum()),
+            "gradient_bytes_handout": backward_change + int(total),
             "gradient_bytes_direct": int(gradients.bytes.sum()), "gradient_tensors": len(gradients),
             "gradient_bytes_expected": info["parameter_bytes"] + info["input_bytes"]}
 
