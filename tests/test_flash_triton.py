@@ -438,6 +438,45 @@ def test_gpu_tiles_are_tuned_once_per_shape_key(monkeypatch):
     check_against_reference(APPLY, q, k, v, True, tol(torch.bfloat16))
 
 
+def _misaligned(x: torch.Tensor) -> torch.Tensor:
+    """``x``'s values in a view one element past a 16-byte boundary (what Triton specialises pointers on)."""
+    flat = torch.empty(x.numel() + 1, dtype=x.dtype, device=x.device)
+    view = flat[1:].view(x.shape).copy_(x.detach())
+    assert view.data_ptr() % 16 != 0
+    return view.requires_grad_()
+
+
+@pytest.mark.gpu
+@GPU
+def test_gpu_launches_are_remembered_per_layout(monkeypatch):
+    # The first call of a layout launches through Triton's JIT and remembers its launches; later calls of that
+    # layout replay them with their own tensors, and a layout Triton would specialise differently (strides,
+    # alignment, a stride-0 dO, the two-pass backward of deterministic mode) launches through the JIT again.
+    # Every call is checked against the oracle with fresh inputs.
+    jit_calls = []
+    for name in ("launch_forward", "_launch_backward"):
+        monkeypatch.setattr(launch, name, lambda *a, _f=getattr(launch, name), _n=name, **kw: (jit_calls.append(_n),
+                                                                                           _f(*a, **kw))[1])
+    untuned = with_config(FlashConfig(autotune=False))
+    ones = torch.ones((), device=DEVICE, dtype=torch.bfloat16)
+    layouts = ["contiguous", "strided", "misaligned", "stride-0 dO", "deterministic"]
+    for layout in layouts:
+        with contextlib.ExitStack() as stack:
+            if layout == "deterministic":
+                stack.callback(torch.use_deterministic_algorithms, False)
+                torch.use_deterministic_algorithms(True)
+            for call in range(3):
+                jit_calls.clear()
+                q, k, v = make_qkv((2, 3), 203, 203, 64, dtype=torch.bfloat16, contiguous=layout != "strided")
+                if layout == "misaligned":
+                    q, k, v = _misaligned(q), _misaligned(k), _misaligned(v)
+                do = ones.expand(2, 3, 203, 64) if layout == "stride-0 dO" else None
+                check_against_reference(untuned, q, k, v, True, tol(torch.bfloat16), do=do)
+                new_forward = layout in ("contiguous", "strided", "misaligned")  # the others reuse contiguous's
+                expected = (["launch_forward"] if new_forward else []) + ["_launch_backward"] if call == 0 else []
+                assert jit_calls == expected, (layout, call)
+
+
 @pytest.mark.gpu
 @GPU
 def test_gpu_model_compiled_with_cuda_graphs_matches_eager():

@@ -2,8 +2,10 @@
 
 At one head of 128 tokens the kernels have almost nothing to do, so a call costs what the host spends
 issuing it. :func:`call_overhead` times calls back to back, layer by layer of our forward's call path (the
-Python checks, one kernel launch with fixed and with autotuned tiles, the allocation around it, the
-custom op, the autograd function), then whole calls of ours and of the SDPA back ends.
+Python checks, one kernel launch through Triton's JIT with fixed and with autotuned tiles, the allocation
+and the remembered launch a later call makes, the custom op, the autograd function), the backward's
+launches, a Python autograd function that does nothing (the floor any kernel behind one pays), then whole
+calls of ours and of the SDPA back ends.
 
     python -m systems.bench.call_overhead
 """
@@ -20,6 +22,18 @@ from systems.attention._checks import check_attention_inputs
 from systems.attention.peers import refused
 from systems.bench.flash_sweep import DTYPES, UNSUPPORTED, attention
 from systems.device import timed
+
+
+class _Nothing(torch.autograd.Function):
+    """A Python autograd function that returns its input: what autograd's Python layer alone costs per call."""
+
+    @staticmethod
+    def forward(ctx, q):
+        return q.view_as(q)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
 
 
 def per_call_us(fn: Callable, n_calls: int, device: torch.device) -> tuple[float, float]:
@@ -46,6 +60,7 @@ def call_overhead(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 
     do = torch.randn_like(q)
     qd, kd, vd = q.detach(), k.detach(), v.detach()
     o, L = torch.empty_like(qd), torch.empty(shape[:-1], device=device, dtype=torch.float32)
+    do_d = do.detach()
     tuned, untuned = FlashConfig(), FlashConfig(autotune=False)
     code = tuned.encode()
 
@@ -58,14 +73,18 @@ def call_overhead(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 
     ours = attention("flash_triton")
     steps = {
         ("flash_triton", "input checks (Python)"): lambda: check_attention_inputs(q, k, v),
-        ("flash_triton", "forward kernel launch, fixed tiles"):
+        ("flash_triton", "forward kernel launch through Triton's JIT, fixed tiles"):
             lambda: launch.launch_forward(qd, kd, vd, o, L, is_causal, untuned),
-        ("flash_triton", "forward kernel launch, tiles of the shape"):
+        ("flash_triton", "forward kernel launch through Triton's JIT, tiles of the shape"):
             lambda: launch.launch_forward(qd, kd, vd, o, L, is_causal, tuned),
-        ("flash_triton", "forward, allocation + launch"): lambda: launch.forward(qd, kd, vd, is_causal, tuned),
+        ("flash_triton", "forward, allocation + remembered launch"):
+            lambda: launch.forward(qd, kd, vd, is_causal, tuned),
         ("flash_triton", "the same through the custom op"): lambda: launch.flash_fwd(qd, kd, vd, is_causal, code),
         ("flash_triton", "forward (autograd.Function)"): lambda: ours(q, k, v, is_causal),
+        ("flash_triton", "backward, allocations + remembered launches"):
+            lambda: launch.backward(qd, kd, vd, o, do_d, L, is_causal, tuned),
         ("flash_triton", "forward + backward"): backward_of(ours),
+        ("autograd.Function doing nothing", "forward + backward"): backward_of(lambda q, k, v, c: _Nothing.apply(q)),
     }
     for name in peers:
         steps[(name, "forward")] = lambda attend=attention(name): attend(q, k, v, is_causal)

@@ -1,10 +1,16 @@
-"""Launching the kernels: tiles chosen once per shape key, the per-call switches, and the custom ops torch.compile sees.
+"""Launching the kernels: tiles chosen once per shape key, launches remembered per layout, and the custom ops
+torch.compile sees.
 
 A call does per launch only what the call needs. The tiles are decided once per shape key (autotuned on the GPU
-the first time a key is seen, then remembered in :data:`CHOSEN`), and every later launch goes straight to the
-compiled kernel with its tiles and the ``EVEN_*`` flags computed here, past Triton's autotuning and heuristics
-wrappers. The shape key is what changes the best tiles: the head dim, causality, dtype, the switches, and the
-sequence lengths rounded to a power of two (capped), so a new length in the same bucket does not tune again.
+the first time a key is seen, then remembered in :data:`CHOSEN`); the shape key is what changes the best tiles:
+the head dim, causality, dtype, the switches, and the sequence lengths rounded to a power of two (capped), so a
+new length in the same bucket does not tune again. The first call of a layout (shapes, strides, dtype, device,
+16-byte alignment of each tensor, causality and switches) launches through Triton's JIT with the tiles and the
+``EVEN_*`` flags computed here, past its autotuning and heuristics wrappers, and keeps each compiled kernel with
+its grid and its non-tensor arguments (:class:`Launch`, in :data:`PLANS`). Every later call of that layout hands
+its tensors straight to the compiled kernels' launcher: Triton's per-call argument binding, specialisation and
+cache look-up (most of a launch's host time) happen once per layout. The layout key holds every value Triton
+specialises a kernel on, so a remembered launch is the one Triton itself would have chosen.
 
 :func:`forward` and :func:`backward` are the two entry points of the autograd function in eager mode. Each is
 also a ``torch.library.custom_op`` (:data:`flash_fwd`, :data:`flash_bwd`) with a fake implementation, so that
@@ -16,15 +22,20 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import torch
 import triton
+from triton import knobs
+from triton.runtime import driver
 
 from systems.attention.flash_triton import kernels
 from systems.attention.flash_triton.tiles import CANDIDATES, FlashConfig, Tiles, default_tiles, fitting
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-JIT = {"fwd": kernels.flash_fwd_kernel, "dkdv": kernels.flash_bwd_dkdv_kernel, "dq": kernels.flash_bwd_dq_kernel}
+JIT = {"fwd": kernels.flash_fwd_kernel, "dkdv": kernels.flash_bwd_dkdv_kernel, "dq": kernels.flash_bwd_dq_kernel,
+       "pre": kernels.flash_bwd_preprocess_kernel}
 # kernel -> (its EVEN flag, the length it tests, the tile it divides by), and the tile its programs own
 EVEN = {"fwd": ("EVEN_K", "N_KEYS", "BLOCK_K"), "dkdv": ("EVEN_Q", "N_QUERIES", "BLOCK_Q"),
         "dq": ("EVEN_K", "N_KEYS", "BLOCK_K")}
@@ -32,6 +43,7 @@ PROGRAM_TILE = {"fwd": "BLOCK_Q", "dkdv": "BLOCK_K", "dq": "BLOCK_Q"}
 TUNE_KEY = ("Q_BUCKET", "K_BUCKET", "HEAD_DIM", "CAUSAL", "SKIP_MASKED", "SPLIT_DIAGONAL", "UNMASKED_FIRST", "TMA",
             "ATOMIC_DQ")
 CHOSEN: dict[tuple, Tiles] = {}  # shape key -> the tiles autotuning chose for it
+PLANS: dict[tuple, tuple[Launch, ...]] = {}  # layout key -> the launches of a call, in order
 _interpreter_ready = False
 
 
@@ -54,7 +66,55 @@ def _tuner(kind: str):
                            reset_to_zero=["DQ_ACC"] if kind == "dkdv" else None, cache_results=True)(even)
 
 
-TUNERS = {kind: _tuner(kind) for kind in JIT}
+TUNERS = {kind: _tuner(kind) for kind in EVEN}
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A compiled kernel with its grid and the arguments after its tensors, all fixed by the layout key: calling it
+    with a later call's tensors launches the kernel through the compiled launcher alone."""
+
+    run: Callable
+    function: Any
+    packed_metadata: Any
+    grid: tuple[int, int]
+    tail: tuple
+    scratch: bool  # the kernel builds TMA descriptors in global scratch memory, which Triton's allocator provides
+
+    def __call__(self, stream: int, *tensors: torch.Tensor) -> None:
+        if self.scratch:
+            triton.set_allocator(_descriptor_scratch)  # per thread: the backward runs on autograd's device thread
+        self.run(self.grid[0], self.grid[1], 1, stream, self.function, self.packed_metadata, None, None, None,
+                 *tensors, *self.tail)
+
+
+def _remembered(kind: str, kernel, grid: tuple[int, int], args: tuple, kwargs: dict) -> Launch | None:
+    """The launch Triton just made, kept for replay (None in the interpreter, which compiles nothing)."""
+    if INTERPRET or kernel is None:
+        return None
+    jit = JIT[kind]
+    n_tensors = next(i for i, a in enumerate(args) if not isinstance(a, torch.Tensor))
+    named = dict(zip(jit.arg_names, args)) | kwargs
+    return Launch(kernel.run, kernel.function, kernel.packed_metadata, grid,
+                  tuple(named[name] for name in jit.arg_names[n_tensors:]), kernel.metadata.global_scratch_size > 0)
+
+
+def _layout(*tensors: torch.Tensor) -> tuple:
+    """What a remembered launch depends on besides the switches: each tensor's shape, strides and 16-byte alignment
+    (Triton specialises pointers on it and integers on their values, all of which follow from these), the dtype
+    and the device."""
+    t0 = tensors[0]
+    return (t0.dtype, t0.device, *((t.shape, t.stride(), t.data_ptr() % 16) for t in tensors))
+
+
+def _current_stream(device: torch.device) -> int:
+    return driver.active.get_current_stream(device.index)
+
+
+def _replaying() -> bool:
+    """Remembered launches skip Triton's launch hooks (a profiler such as Proton registers them): with hooks, every
+    launch goes through the JIT."""
+    return not INTERPRET and not knobs.runtime.launch_enter_hook.calls
 
 
 def _to_tiles(c: triton.Config) -> Tiles:
@@ -66,8 +126,10 @@ def _bucket(n: int) -> int:
     return min(triton.next_power_of_2(n), 4096)
 
 
-def _launch(kind: str, tiles: Tiles | None, autotune: bool, rows: int, batch_heads: int, args, meta) -> None:
-    """Launch one kernel over (tiles of ``rows``, batch*heads) with fixed, remembered or (first time) tuned tiles."""
+def _launch(kind: str, tiles: Tiles | None, autotune: bool, rows: int, batch_heads: int, args, meta
+            ) -> Launch | None:
+    """Launch one kernel over (tiles of ``rows``, batch*heads) with fixed, remembered or (first time) tuned tiles;
+    the launch to replay, except after tuning (the next call of the shape key launches the chosen tiles)."""
     if tiles is None and autotune and not INTERPRET:
         key = (kind, args[0].dtype, *(meta[k] for k in TUNE_KEY if k in meta))
         tiles = CHOSEN.get(key)
@@ -75,7 +137,7 @@ def _launch(kind: str, tiles: Tiles | None, autotune: bool, rows: int, batch_hea
             tuner = TUNERS[kind]
             tuner[lambda m: (triton.cdiv(rows, m[PROGRAM_TILE[kind]]), batch_heads)](*args, **meta)
             CHOSEN[key] = _to_tiles(tuner.best_config)
-            return
+            return None
     elif tiles is None:
         tiles = default_tiles(kind, meta["BLOCK_D"], args[0].element_size())
     if INTERPRET:
@@ -83,8 +145,9 @@ def _launch(kind: str, tiles: Tiles | None, autotune: bool, rows: int, batch_hea
     flag, length, tile = EVEN[kind]
     block = {"BLOCK_Q": tiles.block_q, "BLOCK_K": tiles.block_k}
     grid = (triton.cdiv(rows, block[PROGRAM_TILE[kind]]), batch_heads)
-    JIT[kind][grid](*args, **meta, **block, **{flag: meta[length] % block[tile] == 0}, num_warps=tiles.num_warps,
-                    num_stages=tiles.num_stages)
+    kwargs = meta | block | {flag: meta[length] % block[tile] == 0}
+    kernel = JIT[kind][grid](*args, **kwargs, num_warps=tiles.num_warps, num_stages=tiles.num_stages)
+    return _remembered(kind, kernel, grid, args, kwargs)
 
 
 def _interpreter() -> None:
@@ -105,13 +168,14 @@ def _meta(q: torch.Tensor, k: torch.Tensor, is_causal: bool, cfg: FlashConfig) -
                 SKIP_MASKED=cfg.skip_masked_tiles, SPLIT_DIAGONAL=cfg.split_diagonal)
 
 
-def launch_forward(q, k, v, o, L, is_causal: bool, cfg: FlashConfig) -> None:
-    """The forward kernel alone, writing into O and L (also timed on its own, for the per-call cost)."""
+def launch_forward(q, k, v, o, L, is_causal: bool, cfg: FlashConfig) -> Launch | None:
+    """The forward kernel alone through Triton's JIT, writing into O and L (also timed on its own, for the per-call
+    cost); the launch to replay."""
     B, H, n_q, d = q.shape
     args = (q, k, v, o, L, *q.stride(), *k.stride(), *v.stride(), *o.stride())
     meta = _meta(q, k, is_causal, cfg) | dict(qk_scale=1.0 / math.sqrt(d) * kernels.LOG2E.value,
                                               TMA=_use_tma(bool(cfg.tma), k, v))
-    _launch("fwd", cfg.fwd, cfg.autotune, n_q, B * H, args, meta)
+    return _launch("fwd", cfg.fwd, cfg.autotune, n_q, B * H, args, meta)
 
 
 def forward(q, k, v, is_causal: bool, cfg: FlashConfig) -> tuple[torch.Tensor, torch.Tensor]:
@@ -119,7 +183,15 @@ def forward(q, k, v, is_causal: bool, cfg: FlashConfig) -> tuple[torch.Tensor, t
     B, H, n_q, d = q.shape
     o = torch.empty((B, H, n_q, d), dtype=q.dtype, device=q.device)
     L = torch.empty((B, H, n_q), dtype=torch.float32, device=q.device)
-    launch_forward(q, k, v, o, L, is_causal, cfg)
+    replay = _replaying()
+    key = ("fwd", is_causal, cfg, *_layout(q, k, v)) if replay else None
+    plan = PLANS.get(key)
+    if plan is not None:
+        plan[0](_current_stream(q.device), q, k, v, o, L)
+        return o, L
+    launched = launch_forward(q, k, v, o, L, is_causal, cfg)
+    if replay and launched is not None:
+        PLANS[key] = (launched,)
     return o, L
 
 
@@ -128,35 +200,61 @@ def backward(q, k, v, o, do, L, is_causal: bool, cfg: FlashConfig) -> tuple[torc
     ``o.sum()`` included) and L (B, H, Nq) of the forward."""
     B, H, n_q, d = q.shape
     n_k = k.shape[2]
-    meta = _meta(q, k, is_causal, cfg)
-    scale = 1.0 / math.sqrt(d)
     one_pass = one_pass_backward(cfg, q)
+    block_d = max(16, triton.next_power_of_2(d))
     delta = torch.empty((B, H, n_q), dtype=torch.float32, device=q.device)
     dk = torch.empty((B, H, n_k, d), dtype=k.dtype, device=q.device)
     dv = torch.empty_like(dk)
     # dQ summed over key tiles in fp32, rows padded to BLOCK_D (16-byte aligned for the copy engine); the
     # preprocessing kernel writes its zeros. Two passes need no accumulator: dK stands in for the unused pointer
     # (autotuning zeroes it between its timing runs, and the kernel then writes all of it).
-    dq_acc = torch.empty((B, H, n_q, meta["BLOCK_D"]), dtype=torch.float32, device=q.device) if one_pass else dk
+    dq_acc = torch.empty((B, H, n_q, block_d), dtype=torch.float32, device=q.device) if one_pass else dk
+    dq = dq_acc if one_pass else torch.empty((B, H, n_q, d), dtype=q.dtype, device=q.device)
+    replay = _replaying()
+    key = ("bwd", is_causal, cfg, one_pass, *_layout(q, k, v, o, do, L)) if replay else None
+    plan = PLANS.get(key)
+    if plan is not None:
+        stream = _current_stream(q.device)
+        plan[0](stream, o, do, delta, dq_acc)
+        plan[1](stream, q, k, v, do, L, delta, dk, dv, dq_acc)
+        if not one_pass:
+            plan[2](stream, q, k, v, do, L, delta, dq)
+    else:
+        launched = _launch_backward(q, k, v, o, do, L, delta, dk, dv, dq_acc, dq, is_causal, cfg, one_pass)
+        if replay and None not in launched:
+            PLANS[key] = launched
+    return (dq_acc[..., :d].to(q.dtype) if one_pass else dq), dk, dv
+
+
+def _launch_backward(q, k, v, o, do, L, delta, dk, dv, dq_acc, dq, is_causal: bool, cfg: FlashConfig,
+                     one_pass: bool) -> tuple[Launch | None, ...]:
+    """The backward's kernels through Triton's JIT: preprocessing, dK/dV (adding dQ up in ``one_pass``), and the dQ
+    pass unless ``one_pass``; the launches to replay."""
+    B, H, n_q, d = q.shape
+    n_k = k.shape[2]
+    meta = _meta(q, k, is_causal, cfg)
+    scale = 1.0 / math.sqrt(d)
     block_rows = 64
     if INTERPRET:
         _interpreter()
-    kernels.flash_bwd_preprocess_kernel[(triton.cdiv(n_q, block_rows), B * H)](
-        o, do, delta, dq_acc, *o.stride(), *do.stride(), H, n_q, scale, HEAD_DIM=d, BLOCK_D=meta["BLOCK_D"],
-        BLOCK_Q=block_rows, ZERO_DQ=one_pass)
+    grid = (triton.cdiv(n_q, block_rows), B * H)
+    pre_args = (o, do, delta, dq_acc, *o.stride(), *do.stride(), H, n_q, scale)
+    pre_kwargs = dict(HEAD_DIM=d, BLOCK_D=meta["BLOCK_D"], BLOCK_Q=block_rows, ZERO_DQ=one_pass)
+    kernel = JIT["pre"][grid](*pre_args, **pre_kwargs)
+    launched = [_remembered("pre", kernel, grid, pre_args, pre_kwargs)]
     meta |= dict(qk_scale=scale * kernels.LOG2E.value, scale=scale)
     strides = (*q.stride(), *k.stride(), *v.stride(), *do.stride())
     tma = one_pass if cfg.tma is None else cfg.tma  # by default the single pass loads and reduces with TMA
     reduce_tma = one_pass and not INTERPRET and _use_tma(tma, dq_acc)  # the interpreter has no bulk reductions
-    _launch("dkdv", cfg.dkdv, cfg.autotune, n_k, B * H, (q, k, v, do, L, delta, dk, dv, dq_acc, *strides, *dk.stride()),
-            meta | dict(UNMASKED_FIRST=cfg.unmasked_first, TMA=_use_tma(tma, q, do), ATOMIC_DQ=one_pass,
-                        REDUCE_TMA=reduce_tma))
-    if one_pass:
-        return dq_acc[..., :d].to(q.dtype), dk, dv
-    dq = torch.empty((B, H, n_q, d), dtype=q.dtype, device=q.device)
-    _launch("dq", cfg.dq, cfg.autotune, n_q, B * H, (q, k, v, do, L, delta, dq, *strides, *dq.stride()),
-            meta | dict(TMA=_use_tma(tma, k, v)))
-    return dq, dk, dv
+    launched.append(_launch("dkdv", cfg.dkdv, cfg.autotune, n_k, B * H,
+                            (q, k, v, do, L, delta, dk, dv, dq_acc, *strides, *dk.stride()),
+                            meta | dict(UNMASKED_FIRST=cfg.unmasked_first, TMA=_use_tma(tma, q, do),
+                                        ATOMIC_DQ=one_pass, REDUCE_TMA=reduce_tma)))
+    if not one_pass:
+        launched.append(_launch("dq", cfg.dq, cfg.autotune, n_q, B * H,
+                                (q, k, v, do, L, delta, dq, *strides, *dq.stride()),
+                                meta | dict(TMA=_use_tma(tma, k, v))))
+    return tuple(launched)
 
 
 def _use_tma(tma: bool, *streamed: torch.Tensor) -> bool:
