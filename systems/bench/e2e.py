@@ -334,17 +334,19 @@ def compile_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
 def device_busy(cfg: BenchConfig) -> dict[str, Any]:
     """Per measured step of ``cfg`` (warm-up first): wall ms, and ms of GPU kernel time (CUDA activity of
     torch.profiler, summed; one stream, so kernels do not overlap). What the wall time has beyond the kernels' is
-    time the GPU waited for the host. A GPU measurement: on the CPU the kernel time is zero."""
+    time the GPU waited for the host. A GPU measurement: on the CPU the kernel time is NaN."""
     from torch.profiler import ProfilerActivity, profile
 
     device = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     step = _Step(cfg, device)
     _steps(step, cfg.warmup, device)
     wall = _steps(step, cfg.steps, device)
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        _steps(step, cfg.steps, device)
-    kernel_us = sum(e.self_device_time_total for e in prof.key_averages())
-    return {"step_ms": sum(wall) / len(wall), "kernel_ms": kernel_us / 1e3 / cfg.steps}
+    kernel_ms = float("nan")
+    if device.type == "cuda":
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            _steps(step, cfg.steps, device)
+        kernel_ms = sum(e.self_device_time_total for e in prof.key_averages()) / 1e3 / cfg.steps
+    return {"step_ms": sum(wall) / len(wall), "kernel_ms": kernel_ms}
 
 
 def cold_run(cfg: BenchConfig) -> dict[str, Any]:
