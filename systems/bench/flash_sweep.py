@@ -254,8 +254,8 @@ def in_model(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
                    "gm": geometric_mean(table["flash_triton/sdpa"]),
                    "worst": "none" if worst is None else
                    f"{worst['size']}, {worst['mode']}, context {worst['context_length']}: {worst['flash_triton/sdpa']:.3g}×",
-                   "oom": ", ".join(f"{r.size}/{r.attention}/{r.context_length}" for r in
-                                    runs[runs.status != "ok"].itertuples()) or "none"}
+                   "oom": ", ".join(dict.fromkeys(f"{r.size}/{r.attention}/{r.context_length}" for r in
+                                                  runs[runs.status != "ok"].itertuples())) or "none"}
 
 
 def step_kernel_time(size: str, context: int, batch: int, dtype: str, attentions=("sdpa", "flash_triton"),
