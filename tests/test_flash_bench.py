@@ -33,11 +33,14 @@ def test_call_overhead_times_every_layer_of_the_call_path():
     # nothing there, but every layer must run, and issuing calls can never take longer than finishing them.
     table = call_overhead.call_overhead(shape=(1, 1, 16, 16), dtype="fp32", n_calls=1, peers=("sdpa_flash",))
     ours = table[table.impl == "flash_triton"]
-    assert list(ours.what) == ["input checks (Python)", "forward kernel launch, fixed tiles",
-                               "forward kernel launch, tiles of the shape", "forward, allocation + launch",
-                               "the same through the custom op", "forward (autograd.Function)", "forward + backward"]
+    assert list(ours.what) == ["input checks (Python)", "forward kernel launch through Triton's JIT, fixed tiles",
+                               "forward kernel launch through Triton's JIT, tiles of the shape",
+                               "forward, allocation + remembered launch", "the same through the custom op",
+                               "forward (autograd.Function)", "backward, allocations + remembered launches",
+                               "forward + backward"]
+    assert list(table[table.impl == "autograd.Function doing nothing"].what) == ["forward + backward"]
     timed = table[table.host_us != flash_sweep.UNSUPPORTED]
-    assert set(timed.impl) >= {"flash_triton"}
+    assert set(timed.impl) >= {"flash_triton", "autograd.Function doing nothing"}
     assert all(0 < h <= w for h, w in zip(timed.host_us, timed.wall_us))
 
 
@@ -62,3 +65,27 @@ def test_the_sweep_times_every_implementation_mode_and_shape_by_registry_name():
         assert set(runs[runs.impl == "sdpa_cudnn"].ms) == {flash_sweep.UNSUPPORTED}  # cuDNN needs a GPU
     wide = flash_sweep.ratios(runs, against=("naive",))
     assert "flash_triton/naive" in wide and len(wide) == 2 * 3
+
+
+def test_in_model_keeps_the_faster_run_of_each_point_and_names_each_oom_once():
+    runs = pd.DataFrame([  # two runs per point, in the order sdpa, ours, then ours, sdpa
+        {"size": "s", "compile": False, "context_length": 512, "attention": a, "step_ms": ms, "status": "ok"}
+        for a, ms in [("sdpa", 10.0), ("flash_triton", 12.0), ("flash_triton", 9.0), ("sdpa", 11.0)]
+    ] + [{"size": "xl", "compile": False, "context_length": 512, "attention": a, "step_ms": float("nan"),
+          "status": "OOM"} for a in ("sdpa", "flash_triton", "flash_triton", "sdpa")])
+    table, found = flash_sweep.in_model(runs)
+    point = table.set_index("size").loc["s"]
+    assert (point.sdpa, point.flash_triton, point["flash_triton/sdpa"]) == (10.0, 9.0, 0.9)
+    assert found["slower"] == 0 and found["worst"] == "none" and found["points"] == 1
+    assert found["oom"] == "xl/sdpa/512, xl/flash_triton/512"
+
+
+def test_step_kernel_time_runs_a_step_per_attention():
+    # on a CPU there are no kernels to sum: the kernel time is NaN, the step's wall time is measured
+    table = flash_sweep.step_kernel_time("tiny", 32, 2, "fp32", attentions=("sdpa", "naive"), steps=1)
+    assert list(table.attention) == ["sdpa", "naive"]
+    assert (table.step_ms > 0).all()
+    if not torch.cuda.is_available():
+        assert table.kernel_ms.isna().all() and table.host_wait_ms.isna().all()
+    else:
+        assert ((table.kernel_ms > 0) & (table.kernel_ms <= table.step_ms)).all()
