@@ -45,7 +45,7 @@ from systems.bench.flops import model_flops, mfu
 from systems.cli import HelpFormatter, add_arguments, build, dump_json, option
 from systems.data import TokenData
 from systems.device import local_device, timed
-from systems.fsdp import SHARDED_WRAPPERS, shard_model  # sharded state: checkpoints hold it gathered
+from systems.fsdp import SHARDED_WRAPPERS, wrap_model  # sharded state: checkpoints hold it gathered
 from systems.model import (ModelConfig, TransformerLM, add_model_arguments, check_tokens, models_from_args,
                            parameter_count, preset)
 from systems.zero import ShardedOptimizer
@@ -182,23 +182,21 @@ class _Run:
             self.model.load_state_dict(ckpt["model"])
         if cfg.wrapper == "none":
             self.net, self.ddp = self.model, None
-        elif self.sharded:
-            self.net = self.ddp = shard_model(cfg.wrapper, self.model, torch.bfloat16 if cfg.bf16 else None)
-            if ckpt:
-                self.net.load_full_state_dict(ckpt["model"])
         else:
-            from systems.ddp import wrap
-
-            self.net = self.ddp = wrap(cfg.wrapper, self.model, bucket_size_mb=cfg.bucket_size_mb)
+            self.net = self.ddp = wrap_model(cfg.wrapper, self.model, torch.bfloat16 if cfg.bf16 else None,
+                                             bucket_size_mb=cfg.bucket_size_mb)
+        if ckpt and self.sharded:
+            self.net.load_full_state_dict(ckpt["model"])
         adamw = dict(lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, weight_decay=cfg.weight_decay)
         # (after sharding: the optimizer holds the shards)
         self.optimizer = (ShardedOptimizer(self.model.parameters(), torch.optim.AdamW, **adamw) if cfg.zero1
                           else torch.optim.AdamW(self.model.parameters(), **adamw))
         self.start, self.bad_steps = 0, 0
-        if ckpt and self.sharded:
-            self.net.load_full_optimizer_state_dict(self.optimizer, ckpt["optimizer"])
-        elif ckpt:
-            self.optimizer.load_state_dict(ckpt["optimizer"])
+        if ckpt:
+            if self.sharded:
+                self.net.load_full_optimizer_state_dict(self.optimizer, ckpt["optimizer"])
+            else:
+                self.optimizer.load_state_dict(ckpt["optimizer"])
             self.start = ckpt["step"]
             torch.set_rng_state(ckpt["rng"]["cpu"])
         self.autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if cfg.bf16

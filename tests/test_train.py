@@ -87,6 +87,18 @@ def test_two_processes_follow_the_single_process_curve(two_ranks, text_file, nam
 
 
 @pytest.mark.distributed
+def test_sharded_checkpoint_resumes_under_its_own_wrapper(two_ranks):
+    """FSDP (ours and PyTorch's) killed after step 3 and started again on 2 ranks with the same wrapper: the run
+    goes on from step 3 along the same curve, not from step 0."""
+    names = [name for name in CHECKPOINTED if CHECKPOINTED[name]["wrapper"] in ("fsdp", "fsdp2")]
+    cfgs = [cfg(**CHECKPOINTED[name], resume=str(two_ranks["ckpt"][name] / "step_000003.pt")) for name in names]
+    runs = launch(train_many, 2, cfgs, backend="gloo", timeout_s=240)
+    for name, resumed in zip(names, runs[0]):
+        assert [r["step"] for r in resumed] == [3, 4, 5], name
+        assert losses(resumed) == pytest.approx(losses(two_ranks["runs"][name])[3:], abs=2e-5, rel=0), name
+
+
+@pytest.mark.distributed
 @pytest.mark.parametrize("name", list(CHECKPOINTED))
 def test_sharded_checkpoint_resumes_in_one_process(two_ranks, name):
     """A ZeRO-1 or FSDP checkpoint written by 2 ranks at step 3 continues the 2-rank curve in a single process

@@ -33,9 +33,9 @@ import torch.nn.functional as F
 
 from systems.cli import HelpFormatter, add_arguments, build, option
 from systems.device import OOM, free_memory, local_device, run_or_oom, synchronize, timed
-from systems.ddp import WRAPPERS, wrap
+from systems.ddp import WRAPPERS
 from systems.dist import launch
-from systems.fsdp import SHARDED_WRAPPERS, shard_model
+from systems.fsdp import SHARDED_WRAPPERS, wrap_model
 from systems.model import ModelConfig, TransformerLM, add_model_arguments, models_from_args, parameter_count, preset
 
 COMM = re.compile(r"nccl|gloo|all_?reduce", re.IGNORECASE)
@@ -66,10 +66,8 @@ class _Trainer:
         with torch.device(device):
             model = TransformerLM(model_cfg)
         self.n_params = parameter_count(model_cfg)
-        if variant in SHARDED_WRAPPERS:  # FSDP, ours or PyTorch's: nothing to time apart in a synchronisation
-            self.model = shard_model(variant, model, options.get("compute_dtype"))
-        else:
-            self.model = wrap(variant, model, sync_timing=True, **options)
+        # (the sharded wrappers, FSDP ours or PyTorch's, have no synchronisation to time apart)
+        self.model = wrap_model(variant, model, sync_timing=True, **options)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
         g = torch.Generator(device=device).manual_seed(cfg.seed + 1 + dist.get_rank())  # each rank its own data
         shape = (cfg.batch_size, model_cfg.context_length)

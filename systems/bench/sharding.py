@@ -34,9 +34,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from systems.ddp import wrap
 from systems.device import free_memory, local_device, synchronize, timed
-from systems.fsdp import SHARDED_WRAPPERS, shard_model
+from systems.fsdp import SHARDED_WRAPPERS, wrap_model
 from systems.model import ModelConfig, TransformerLM, parameter_count, preset
 from systems.zero import ShardedOptimizer, assign_owners, state_bytes
 
@@ -131,8 +130,7 @@ def _measure_one(name: str, cfg: ShardingConfig, device: torch.device, rank: int
     with torch.device(device):
         model = TransformerLM(model_cfg)
     sharded = wrapper in SHARDED_WRAPPERS
-    ddp = (shard_model(wrapper, model, torch.bfloat16 if bf16 else None) if sharded
-           else wrap(wrapper, model, bucket_size_mb=cfg.bucket_size_mb))
+    ddp = wrap_model(wrapper, model, torch.bfloat16 if bf16 else None, bucket_size_mb=cfg.bucket_size_mb)
     optimizer = _make_optimizer(optimizer_name, model, cfg.lr)  # after sharding: over the shards
     autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
     row: dict[str, Any] = {"optimizer": name, "params": parameter_count(model_cfg)}

@@ -42,6 +42,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from systems.ddp import wrap
 from systems.fsdp import state as _state
 from systems.fsdp.shard import Pending, ShardedWeight, is_shardable
 
@@ -341,3 +342,11 @@ def shard_model(name: str, module: nn.Module, compute_dtype: torch.dtype | None 
 
         return TorchFSDP(module, compute_dtype=compute_dtype)
     raise ValueError(f"unknown sharded wrapper {name!r}; choose one of {SHARDED_WRAPPERS}")
+
+
+def wrap_model(name: str, module: nn.Module, compute_dtype: torch.dtype | None = None, **options) -> nn.Module:
+    """Any data-parallel wrapper by name: a sharded one (:data:`SHARDED_WRAPPERS`, computing in ``compute_dtype``)
+    or one of :mod:`systems.ddp`'s, given the ``options`` it accepts (:func:`systems.ddp.wrap`)."""
+    if name in SHARDED_WRAPPERS:
+        return shard_model(name, module, compute_dtype)
+    return wrap(name, module, **options)
