@@ -498,3 +498,28 @@ def test_gpu_model_compiled_with_cuda_graphs_matches_eager():
             got.sum().backward()
     torch.testing.assert_close(got, want, rtol=3e-2, atol=3e-2)
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+def test_layout_key_separates_what_triton_specialises_on():
+    # the key of a remembered launch: the same for any tensors of one layout, different wherever Triton would
+    # compile the kernel differently (shape, strides, dtype, 16-byte alignment)
+    def key(*ts):
+        return launch._layout(*ts)
+
+    a, b = torch.randn(2, 3, 40, 32), torch.randn(2, 3, 40, 32)
+    assert key(a, a) == key(b, b)
+    assert key(a, a) != key(a, torch.randn(2, 3, 41, 32))  # shape
+    assert key(a, a) != key(a, a.transpose(1, 2).contiguous().transpose(1, 2))  # strides
+    assert key(a, a) != key(a.half(), a.half())  # dtype
+    flat = torch.randn(a.numel() + 1)
+    shifted = flat[1:].view(a.shape)  # 4 bytes past a 16-byte boundary
+    assert shifted.data_ptr() % 16 != 0 and key(a, a) != key(a, shifted)
+
+
+def test_launches_are_not_remembered_in_the_interpreter():
+    # the interpreter compiles nothing to replay: every call goes through it, and nothing is kept
+    before = dict(launch.PLANS)
+    q, k, v = make_qkv((1, 2), 20, 20, 16)
+    check_against_reference(APPLY, q, k, v, True, tol(torch.float32))
+    if launch.INTERPRET:
+        assert not launch._replaying() and launch.PLANS == before
