@@ -297,11 +297,12 @@ FP32_POINTERS = {"L", "DELTA", "DQ_ACC"}
 ELEMENT_BYTES = {"bf16": 2, "fp32": 4}
 
 
-def _compile_for_sm90(kind, dtype, d, is_causal, tma=False, atomic_dq=False, unmasked_first=True):
+def _compile_for_sm90(kind, dtype, d, is_causal, tma=False, atomic_dq=False, unmasked_first=True, scales="fp32"):
     """One kernel with its default tiles compiled for sm_90, specialised as a real launch would be (unit
     head-dim strides, 16-aligned pointers and strides, ragged lengths); returns its PTX. ``tma``: the
     streamed tiles through tensor descriptors; ``atomic_dq``: the dK/dV pass adds up dQ as well;
-    ``unmasked_first``: the dK/dV pass's loop order."""
+    ``unmasked_first``: the dK/dV pass's loop order; ``scales``: the type of the scale arguments (Triton's JIT
+    passes a Python float as fp32, torch.compile's generated code as fp64)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -318,7 +319,7 @@ def _compile_for_sm90(kind, dtype, d, is_causal, tma=False, atomic_dq=False, unm
         consts.update(UNMASKED_FIRST=unmasked_first, ATOMIC_DQ=atomic_dq, REDUCE_TMA=atomic_dq and tma)
     consts.update({n: 1 for n in fn.arg_names if n.startswith("stride_") and n.endswith("d")})
     signature = {n: "constexpr" if n in consts else ("*fp32" if n in FP32_POINTERS else f"*{dtype}")
-                 if n in POINTERS else ("fp32" if "scale" in n else "i32") for n in fn.arg_names}
+                 if n in POINTERS else (scales if "scale" in n else "i32") for n in fn.arg_names}
     aligned = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names)
                if n in POINTERS or (n.startswith("stride_") and n not in consts)}
     compiled = triton.compile(ASTSource(fn, signature, consts, aligned), target=GPUTarget("cuda", 90, 32),
@@ -365,6 +366,13 @@ def test_kernels_compile_for_sm90(tmp_path):
             spilled, serialised = _ptxas_report(ptx, tmp_path)
             assert spilled == 0, f"{where}: the default tiles spill {spilled} bytes of registers"
             assert not serialised, f"{where}: ptxas serialises the wgmma products"
+    for kind in KERNELS:
+        # torch.compile's generated code passes the scales as fp64: the kernels convert them to fp32, else fp64
+        # arithmetic spreads into the accumulators (and the forward's product refuses them)
+        ptx = _compile_for_sm90(kind, "bf16", 64, True, scales="fp64")
+        assert _ptxas_report(ptx, tmp_path) == (0, False), f"{kind} with fp64 scales"
+        fp64 = [line.strip() for line in ptx.splitlines() if ".f64" in line]
+        assert all(line.startswith((".param", "ld.param", "cvt.rn.f32.f64")) for line in fp64), f"{kind}: {fp64}"
     for kind, d in product(KERNELS, (64, 128)):
         ptx = _compile_for_sm90(kind, "bf16", d, True, tma=True)
         assert "cp.async.bulk.tensor" in ptx, (kind, d)  # the streamed tiles through the copy engine
@@ -475,6 +483,21 @@ def test_gpu_launches_are_remembered_per_layout(monkeypatch):
                 new_forward = layout in ("contiguous", "strided", "misaligned")  # the others reuse contiguous's
                 expected = (["launch_forward"] if new_forward else []) + ["_launch_backward"] if call == 0 else []
                 assert jit_calls == expected, (layout, call)
+
+
+@pytest.mark.gpu
+@GPU
+def test_gpu_compiled_code_launches_the_kernels_itself():
+    # on a GPU the ops are triton_ops: the compiler's generated code launches our kernels, no Python op call per
+    # layer is left in it
+    from torch._inductor.utils import run_and_get_code
+
+    torch._dynamo.reset()
+    q, k, v = make_qkv((2, 4), 256, 256, 64, dtype=torch.bfloat16)
+    _, codes = run_and_get_code(lambda: torch.compile(APPLY)(q, k, v, True).sum().backward())
+    code = "\n".join(codes)
+    assert "flash_fwd_kernel" in code and "flash_bwd_dkdv_kernel" in code and "flash_bwd_preprocess_kernel" in code
+    assert "torch.ops.systems" not in code
 
 
 @pytest.mark.gpu

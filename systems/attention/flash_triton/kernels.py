@@ -139,6 +139,7 @@ def flash_fwd_kernel(
     TMA: tl.constexpr,
 ):
     """O (B, H, Nq, d) and L (B, H, Nq) fp32 (natural log) for one query tile of one (batch, head)."""
+    qk_scale = tl.cast(qk_scale, tl.float32)  # fp64 when the compiler launches the kernel with a Python float
     if CAUSAL:
         # Causal tiles near the end of the sequence do the most work: start them first so the
         # short ones fill the gaps at the end of the grid.
@@ -186,6 +187,7 @@ def flash_bwd_preprocess_kernel(O, DO, DELTA, DQ_ACC, stride_ob, stride_oh, stri
 
     Scaled, so that the backward kernels compute dS/√d = P ∘ (dP/√d − D/√d) with one fused multiply-add
     per score, and dQ and dK come out of their products already scaled."""
+    scale = tl.cast(scale, tl.float32)  # fp64 when the compiler launches the kernel with a Python float
     bh = tl.program_id(1)
     b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
     offs_q = tl.program_id(0) * BLOCK_Q + tl.arange(0, BLOCK_Q)
@@ -257,6 +259,8 @@ def flash_bwd_dkdv_kernel(
 ):
     """Backward pass 1: each program owns one key tile and sums its dK, dV over all query tiles (and, with
     ATOMIC_DQ, adds its share of dQ into DQ_ACC, fp32 (B, H, Nq, BLOCK_D), so that pass 2 is not needed)."""
+    qk_scale = tl.cast(qk_scale, tl.float32)  # fp64 when the compiler launches the kernel with a Python float
+    scale = tl.cast(scale, tl.float32)  # fp64 when the compiler launches the kernel with a Python float
     bh = tl.program_id(1)
     b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
     k0 = tl.program_id(0) * BLOCK_K
@@ -351,6 +355,8 @@ def flash_bwd_dq_kernel(
     TMA: tl.constexpr,
 ):
     """Backward pass 2: each program owns one query tile and sums its dQ over the key tiles it sees."""
+    qk_scale = tl.cast(qk_scale, tl.float32)  # fp64 when the compiler launches the kernel with a Python float
+    scale = tl.cast(scale, tl.float32)  # fp64 when the compiler launches the kernel with a Python float
     if CAUSAL:
         query_tile = tl.num_programs(0) - 1 - tl.program_id(0)  # longest rows first, as in the forward
     else:

@@ -13,9 +13,10 @@ cache look-up (most of a launch's host time) happen once per layout. The layout 
 specialises a kernel on, so a remembered launch is the one Triton itself would have chosen.
 
 :func:`forward` and :func:`backward` are the two entry points of the autograd function in eager mode. Each is
-also a ``torch.library.custom_op`` (:data:`flash_fwd`, :data:`flash_bwd`) with a fake implementation, so that
-``torch.compile`` treats the kernels as opaque calls with known output shapes instead of tracing the launcher
-(custom ops take their configuration encoded as a list of ints).
+also a custom op (:data:`flash_fwd`, :data:`flash_bwd`; configuration encoded as a list of ints) for
+``torch.compile``: on a GPU a ``torch.library.triton_op``, whose body the compiler traces with stand-in tensors, its
+launches wrapped (``wrap_triton``) so that the compiler emits them in its own code with the tiles chosen here; in
+Triton's interpreter an opaque custom op.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any, Callable
 
 import torch
 import triton
+from torch._subclasses.fake_tensor import is_fake
 from triton import knobs
 from triton.runtime import driver
 
@@ -126,14 +128,18 @@ def _bucket(n: int) -> int:
     return min(triton.next_power_of_2(n), 4096)
 
 
-def _launch(kind: str, tiles: Tiles | None, autotune: bool, rows: int, batch_heads: int, args, meta
-            ) -> Launch | None:
+def _launch(kind: str, tiles: Tiles | None, autotune: bool, rows: int, batch_heads: int, args, meta,
+            traced: bool = False) -> Launch | None:
     """Launch one kernel over (tiles of ``rows``, batch*heads) with fixed, remembered or (first time) tuned tiles;
-    the launch to replay, except after tuning (the next call of the shape key launches the chosen tiles)."""
+    the launch to replay, except after tuning (the next call of the shape key launches the chosen tiles).
+    ``traced``: inside a custom op's body, which the compiler traces with stand-in tensors, so nothing can be timed:
+    the tiles tuned for the shape key earlier, else the defaults, and the launch left to the compiler's code."""
     if tiles is None and autotune and not INTERPRET:
         key = (kind, args[0].dtype, *(meta[k] for k in TUNE_KEY if k in meta))
         tiles = CHOSEN.get(key)
-        if tiles is None:  # tune (or read the tuning from disk) and launch; remember the choice
+        if tiles is None and traced:
+            tiles = default_tiles(kind, meta["BLOCK_D"], args[0].element_size())
+        elif tiles is None:  # tune (or read the tuning from disk) and launch; remember the choice
             tuner = TUNERS[kind]
             tuner[lambda m: (triton.cdiv(rows, m[PROGRAM_TILE[kind]]), batch_heads)](*args, **meta)
             CHOSEN[key] = _to_tiles(tuner.best_config)
@@ -146,8 +152,14 @@ def _launch(kind: str, tiles: Tiles | None, autotune: bool, rows: int, batch_hea
     block = {"BLOCK_Q": tiles.block_q, "BLOCK_K": tiles.block_k}
     grid = (triton.cdiv(rows, block[PROGRAM_TILE[kind]]), batch_heads)
     kwargs = meta | block | {flag: meta[length] % block[tile] == 0}
-    kernel = JIT[kind][grid](*args, **kwargs, num_warps=tiles.num_warps, num_stages=tiles.num_stages)
-    return _remembered(kind, kernel, grid, args, kwargs)
+    kernel = _launcher(kind, traced)[grid](*args, **kwargs, num_warps=tiles.num_warps, num_stages=tiles.num_stages)
+    return None if traced else _remembered(kind, kernel, grid, args, kwargs)
+
+
+def _launcher(kind: str, traced: bool):
+    """The kernel as Triton's JIT launches it, or, in a custom op's traced body, wrapped so that the compiler sees
+    the launch and emits it in its own code (``torch.library.wrap_triton``; called outside tracing, it launches)."""
+    return torch.library.wrap_triton(JIT[kind]) if traced else JIT[kind]
 
 
 def _interpreter() -> None:
@@ -168,36 +180,38 @@ def _meta(q: torch.Tensor, k: torch.Tensor, is_causal: bool, cfg: FlashConfig) -
                 SKIP_MASKED=cfg.skip_masked_tiles, SPLIT_DIAGONAL=cfg.split_diagonal)
 
 
-def launch_forward(q, k, v, o, L, is_causal: bool, cfg: FlashConfig) -> Launch | None:
+def launch_forward(q, k, v, o, L, is_causal: bool, cfg: FlashConfig, traced: bool = False) -> Launch | None:
     """The forward kernel alone through Triton's JIT, writing into O and L (also timed on its own, for the per-call
     cost); the launch to replay."""
     B, H, n_q, d = q.shape
     args = (q, k, v, o, L, *q.stride(), *k.stride(), *v.stride(), *o.stride())
     meta = _meta(q, k, is_causal, cfg) | dict(qk_scale=1.0 / math.sqrt(d) * kernels.LOG2E.value,
                                               TMA=_use_tma(bool(cfg.tma), k, v))
-    return _launch("fwd", cfg.fwd, cfg.autotune, n_q, B * H, args, meta)
+    return _launch("fwd", cfg.fwd, cfg.autotune, n_q, B * H, args, meta, traced)
 
 
-def forward(q, k, v, is_causal: bool, cfg: FlashConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    """q (B, H, Nq, d), k, v (B, H, Nk, d), any strides -> O (B, H, Nq, d), L (B, H, Nq) fp32, contiguous."""
+def forward(q, k, v, is_causal: bool, cfg: FlashConfig, traced: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """q (B, H, Nq, d), k, v (B, H, Nk, d), any strides -> O (B, H, Nq, d), L (B, H, Nq) fp32, contiguous.
+    ``traced``: the body of the custom op (see :func:`_launch`)."""
     B, H, n_q, d = q.shape
     o = torch.empty((B, H, n_q, d), dtype=q.dtype, device=q.device)
     L = torch.empty((B, H, n_q), dtype=torch.float32, device=q.device)
-    replay = _replaying()
+    replay = not traced and _replaying()
     key = ("fwd", is_causal, cfg, *_layout(q, k, v)) if replay else None
     plan = PLANS.get(key)
     if plan is not None:
         plan[0](_current_stream(q.device), q, k, v, o, L)
         return o, L
-    launched = launch_forward(q, k, v, o, L, is_causal, cfg)
+    launched = launch_forward(q, k, v, o, L, is_causal, cfg, traced)
     if replay and launched is not None:
         PLANS[key] = (launched,)
     return o, L
 
 
-def backward(q, k, v, o, do, L, is_causal: bool, cfg: FlashConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def backward(q, k, v, o, do, L, is_causal: bool, cfg: FlashConfig, traced: bool = False
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dQ, dK, dV), contiguous (B, H, N, d), from the 4-d q, k, v, O, dO (any strides, the stride-0 gradient of
-    ``o.sum()`` included) and L (B, H, Nq) of the forward."""
+    ``o.sum()`` included) and L (B, H, Nq) of the forward. ``traced``: the body of the custom op."""
     B, H, n_q, d = q.shape
     n_k = k.shape[2]
     one_pass = one_pass_backward(cfg, q)
@@ -210,7 +224,7 @@ def backward(q, k, v, o, do, L, is_causal: bool, cfg: FlashConfig) -> tuple[torc
     # (autotuning zeroes it between its timing runs, and the kernel then writes all of it).
     dq_acc = torch.empty((B, H, n_q, block_d), dtype=torch.float32, device=q.device) if one_pass else dk
     dq = dq_acc if one_pass else torch.empty((B, H, n_q, d), dtype=q.dtype, device=q.device)
-    replay = _replaying()
+    replay = not traced and _replaying()
     key = ("bwd", is_causal, cfg, one_pass, *_layout(q, k, v, o, do, L)) if replay else None
     plan = PLANS.get(key)
     if plan is not None:
@@ -220,14 +234,14 @@ def backward(q, k, v, o, do, L, is_causal: bool, cfg: FlashConfig) -> tuple[torc
         if not one_pass:
             plan[2](stream, q, k, v, do, L, delta, dq)
     else:
-        launched = _launch_backward(q, k, v, o, do, L, delta, dk, dv, dq_acc, dq, is_causal, cfg, one_pass)
+        launched = _launch_backward(q, k, v, o, do, L, delta, dk, dv, dq_acc, dq, is_causal, cfg, one_pass, traced)
         if replay and None not in launched:
             PLANS[key] = launched
     return (dq_acc[..., :d].to(q.dtype) if one_pass else dq), dk, dv
 
 
 def _launch_backward(q, k, v, o, do, L, delta, dk, dv, dq_acc, dq, is_causal: bool, cfg: FlashConfig,
-                     one_pass: bool) -> tuple[Launch | None, ...]:
+                     one_pass: bool, traced: bool) -> tuple[Launch | None, ...]:
     """The backward's kernels through Triton's JIT: preprocessing, dK/dV (adding dQ up in ``one_pass``), and the dQ
     pass unless ``one_pass``; the launches to replay."""
     B, H, n_q, d = q.shape
@@ -240,8 +254,8 @@ def _launch_backward(q, k, v, o, do, L, delta, dk, dv, dq_acc, dq, is_causal: bo
     grid = (triton.cdiv(n_q, block_rows), B * H)
     pre_args = (o, do, delta, dq_acc, *o.stride(), *do.stride(), H, n_q, scale)
     pre_kwargs = dict(HEAD_DIM=d, BLOCK_D=meta["BLOCK_D"], BLOCK_Q=block_rows, ZERO_DQ=one_pass)
-    kernel = JIT["pre"][grid](*pre_args, **pre_kwargs)
-    launched = [_remembered("pre", kernel, grid, pre_args, pre_kwargs)]
+    kernel = _launcher("pre", traced)[grid](*pre_args, **pre_kwargs)
+    launched = [None if traced else _remembered("pre", kernel, grid, pre_args, pre_kwargs)]
     meta |= dict(qk_scale=scale * kernels.LOG2E.value, scale=scale)
     strides = (*q.stride(), *k.stride(), *v.stride(), *do.stride())
     tma = one_pass if cfg.tma is None else cfg.tma  # by default the single pass loads and reduces with TMA
@@ -249,11 +263,11 @@ def _launch_backward(q, k, v, o, do, L, delta, dk, dv, dq_acc, dq, is_causal: bo
     launched.append(_launch("dkdv", cfg.dkdv, cfg.autotune, n_k, B * H,
                             (q, k, v, do, L, delta, dk, dv, dq_acc, *strides, *dk.stride()),
                             meta | dict(UNMASKED_FIRST=cfg.unmasked_first, TMA=_use_tma(tma, q, do),
-                                        ATOMIC_DQ=one_pass, REDUCE_TMA=reduce_tma)))
+                                        ATOMIC_DQ=one_pass, REDUCE_TMA=reduce_tma), traced))
     if not one_pass:
         launched.append(_launch("dq", cfg.dq, cfg.autotune, n_q, B * H,
                                 (q, k, v, do, L, delta, dq, *strides, *dq.stride()),
-                                meta | dict(TMA=_use_tma(tma, k, v))))
+                                meta | dict(TMA=_use_tma(tma, k, v)), traced))
     return tuple(launched)
 
 
@@ -269,8 +283,16 @@ def _use_tma(tma: bool, *streamed: torch.Tensor) -> bool:
 def _tma_ready(*tensors: torch.Tensor) -> bool:
     """Whether the copy engine can load tiles of these (B, H, N, d) tensors: a contiguous head dim and 16-byte
     aligned base and strides (else the kernels load through pointers)."""
-    return all(t.stride(-1) == 1 and t.data_ptr() % 16 == 0
-               and all(s * t.element_size() % 16 == 0 for s in t.stride()[:-1]) for t in tensors)
+    return all(t.stride(-1) == 1 and _aligned(t) and all(s * t.element_size() % 16 == 0 for s in t.stride()[:-1])
+               for t in tensors)
+
+
+def _aligned(t: torch.Tensor) -> bool:
+    """Whether ``t`` starts on a 16-byte boundary. A tensor the compiler traces has no address yet: PyTorch's
+    allocations start on such boundaries (the compiler copies inputs that do not), so its offset decides."""
+    if is_fake(t):
+        return t.storage_offset() * t.element_size() % 16 == 0
+    return t.data_ptr() % 16 == 0
 
 
 def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
@@ -289,26 +311,33 @@ def one_pass_backward(cfg: FlashConfig, q: torch.Tensor) -> bool:
             and not torch.are_deterministic_algorithms_enabled())
 
 
-@torch.library.custom_op("systems::flash_fwd", mutates_args=())
+def _op(fn: Callable, fake: Callable):
+    """``fn`` registered as the custom op ``systems::<its name>``. On a GPU a ``torch.library.triton_op``: the
+    compiler traces its body (``traced=True``) and launches the kernels from its own generated code, so a compiled
+    model runs no Python of ours per call and CUDA graphs capture the launches. Triton's interpreter has no compiled
+    kernels for the compiler to launch: there the op is opaque, with ``fake`` giving its outputs' shapes."""
+    name = f"systems::{fn.__name__}"
+    if INTERPRET:
+        op = torch.library.custom_op(name, mutates_args=())(fn)
+        op.register_fake(fake)
+        return op
+    return torch.library.triton_op(name, mutates_args=())(fn)
+
+
 def flash_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, config: list[int]
               ) -> tuple[torch.Tensor, torch.Tensor]:
-    return forward(q, k, v, is_causal, FlashConfig.decode(config))
+    return forward(q, k, v, is_causal, FlashConfig.decode(config), traced=not INTERPRET)
 
 
-@flash_fwd.register_fake
-def _(q, k, v, is_causal, config):
-    return q.new_empty(q.shape), q.new_empty(q.shape[:-1], dtype=torch.float32)
-
-
-@torch.library.custom_op("systems::flash_bwd", mutates_args=())
 def flash_bwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, do: torch.Tensor, L: torch.Tensor,
               is_causal: bool, config: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return backward(q, k, v, o, do, L, is_causal, FlashConfig.decode(config))
+    return backward(q, k, v, o, do, L, is_causal, FlashConfig.decode(config), traced=not INTERPRET)
 
 
-@flash_bwd.register_fake
-def _(q, k, v, o, do, L, is_causal, config):
-    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+flash_fwd = _op(flash_fwd, lambda q, k, v, is_causal, config: (
+    q.new_empty(q.shape), q.new_empty(q.shape[:-1], dtype=torch.float32)))
+flash_bwd = _op(flash_bwd, lambda q, k, v, o, do, L, is_causal, config: (
+    q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)))
 
 
 def autotune_report() -> dict[str, dict]:
