@@ -166,8 +166,8 @@ report.table(overhead, ".1f")
 
 # %% [markdown]
 # The same forward and backward call three ways, µs per call: eager; with the attention under `torch.compile`,
-# where our kernels are custom ops whose launches the compiler emits in its own code; and captured whole, forward and
-# backward, in a CUDA graph (`torch.cuda.graph`) that is replayed, so no Python runs per call at all.
+# where our kernels are custom ops inside the compiled graph; and captured whole, forward and backward, in a CUDA
+# graph (`torch.cuda.graph`) that is replayed, so no Python runs per call at all.
 
 # %% tags=["nbval-ignore-output"]
 floor = call_overhead.call_floor(**{"shape": overhead_run["shape"], "dtype": overhead_run["dtype"], **floor_run})
