@@ -416,3 +416,10 @@ def test_memory_by_construction_by_hand():
     gathered = 2 * 2 * max(v * d, d * f)  # the two largest layers (embedding and head here), 2 bytes each
     assert table.loc["FSDP", "gathered"] == pytest.approx(gathered)
     assert table.loc["FSDP", "total"] == pytest.approx(16 * (sharded / 4 + replicated) + gathered)
+
+
+def test_wrap_model_refuses_an_unknown_wrapper_naming_every_choice():
+    from systems.fsdp import wrap_model
+
+    with pytest.raises(ValueError, match=r"unknown data-parallel wrapper 'bogus'.*fsdp2"):
+        wrap_model("bogus", torch.nn.Linear(2, 2))

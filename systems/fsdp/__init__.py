@@ -42,7 +42,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from systems.ddp import wrap
+from systems.ddp import WRAPPERS, wrap
 from systems.fsdp import state as _state
 from systems.fsdp.shard import Pending, ShardedWeight, is_shardable
 
@@ -349,4 +349,7 @@ def wrap_model(name: str, module: nn.Module, compute_dtype: torch.dtype | None =
     or one of :mod:`systems.ddp`'s, given the ``options`` it accepts (:func:`systems.ddp.wrap`)."""
     if name in SHARDED_WRAPPERS:
         return shard_model(name, module, compute_dtype)
+    if name not in WRAPPERS:
+        choices = sorted(WRAPPERS) + list(SHARDED_WRAPPERS)
+        raise ValueError(f"unknown data-parallel wrapper {name!r}; choose one of {choices}")
     return wrap(name, module, **options)
