@@ -24,7 +24,7 @@ import re
 import shutil
 import sqlite3
 import subprocess
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,9 +140,16 @@ class Trace:
     ranges: pd.DataFrame  # name, start, end
 
 
-def load_trace(sqlite_path: str | Path) -> Trace:
+@contextlib.contextmanager
+def _export(sqlite_path: str | Path) -> Iterator[tuple[sqlite3.Connection, set[str]]]:
+    """An nsys SQLite export opened read-only, with the names of its tables (a report holds only the tables of
+    what it captured)."""
     with contextlib.closing(sqlite3.connect(f"file:{sqlite_path}?mode=ro", uri=True)) as db:
-        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        yield db, {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def load_trace(sqlite_path: str | Path) -> Trace:
+    with _export(sqlite_path) as (db, tables):
         if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
             kernels = pd.read_sql_query(
                 """
@@ -175,8 +182,7 @@ def load_trace(sqlite_path: str | Path) -> Trace:
 def load_memory_events(sqlite_path: str | Path) -> pd.DataFrame:
     """The CUDA memory events of a report captured with ``--cuda-memory-usage=true``, in time order: start (ns),
     address, bytes, and ``free`` (False for an allocation)."""
-    with contextlib.closing(sqlite3.connect(f"file:{sqlite_path}?mode=ro", uri=True)) as db:
-        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    with _export(sqlite_path) as (db, tables):
         if "CUDA_GPU_MEMORY_USAGE_EVENTS" not in tables:
             raise ValueError(f"{sqlite_path} holds no CUDA memory events: capture with --cuda-memory-usage=true")
         # memoryOperationType: 0 allocation, 1 deallocation (ENUM_CUDA_DEV_MEM_EVENT_OPER)
