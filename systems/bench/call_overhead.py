@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
@@ -36,14 +37,18 @@ class _Nothing(torch.autograd.Function):
         return grad
 
 
-def per_call_us(fn: Callable, n_calls: int, device: torch.device) -> tuple[float, float]:
-    """µs per call of ``fn`` called back to back: host time to issue the calls, wall time until the device is done."""
+def per_call_us(fn: Callable, n_calls: int, device: torch.device, repeats: int = 5) -> tuple[float, float]:
+    """µs per call of ``fn`` called back to back: host time to issue the calls, wall time until the device is done.
+    The median over ``repeats`` blocks of ``n_calls``: a host-bound call's time moves with what else the host does."""
     fn()  # compiled, tuned and allocated before the clock starts
-    with timed(device) as wall:
-        with timed(device, sync_start=False, sync_end=False) as host:
-            for _ in range(n_calls):
-                fn()
-    return host.ms / n_calls * 1e3, wall.ms / n_calls * 1e3
+    blocks = []
+    for _ in range(repeats):
+        with timed(device) as wall:
+            with timed(device, sync_start=False, sync_end=False) as host:
+                for _ in range(n_calls):
+                    fn()
+        blocks.append((host.ms / n_calls * 1e3, wall.ms / n_calls * 1e3))
+    return tuple(float(x) for x in np.median(np.array(blocks), axis=0))
 
 
 def call_overhead(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 300, is_causal: bool = True,
