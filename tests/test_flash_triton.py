@@ -546,3 +546,12 @@ def test_launches_are_not_remembered_in_the_interpreter():
     check_against_reference(APPLY, q, k, v, True, tol(torch.float32))
     if launch.INTERPRET:
         assert not launch._replaying() and launch.PLANS == before
+
+
+def test_remembered_launches_are_bounded(monkeypatch):
+    # ever-new sequence lengths must not grow the remembered launches without end
+    monkeypatch.setattr(launch, "PLANS", {})
+    monkeypatch.setattr(launch, "MAX_PLANS", 3)
+    for n in range(7):
+        launch._remember(("fwd", n), ())
+        assert len(launch.PLANS) <= 3 and ("fwd", n) in launch.PLANS

@@ -46,6 +46,10 @@ TUNE_KEY = ("Q_BUCKET", "K_BUCKET", "HEAD_DIM", "CAUSAL", "SKIP_MASKED", "SPLIT_
             "ATOMIC_DQ")
 CHOSEN: dict[tuple, Tiles] = {}  # shape key -> the tiles autotuning chose for it
 PLANS: dict[tuple, tuple[Launch, ...]] = {}  # layout key -> the launches of a call, in order
+# Layouts differ by exact lengths: a run with ever-new sequence lengths would keep adding entries. Past this many
+# the remembered launches are dropped and remembered again as calls come (each entry is small; Triton keeps the
+# compiled kernels).
+MAX_PLANS = 4096
 _interpreter_ready = False
 
 
@@ -90,7 +94,7 @@ class Launch:
                  *tensors, *self.tail)
 
 
-def _remembered(kind: str, kernel, grid: tuple[int, int], args: tuple, kwargs: dict) -> Launch | None:
+def _as_launch(kind: str, kernel, grid: tuple[int, int], args: tuple, kwargs: dict) -> Launch | None:
     """The launch Triton just made, kept for replay (None in the interpreter, which compiles nothing)."""
     if INTERPRET or kernel is None:
         return None
@@ -99,6 +103,12 @@ def _remembered(kind: str, kernel, grid: tuple[int, int], args: tuple, kwargs: d
     named = dict(zip(jit.arg_names, args)) | kwargs
     return Launch(kernel.run, kernel.function, kernel.packed_metadata, grid,
                   tuple(named[name] for name in jit.arg_names[n_tensors:]), kernel.metadata.global_scratch_size > 0)
+
+
+def _remember(key: tuple, launches: tuple[Launch, ...]) -> None:
+    if len(PLANS) >= MAX_PLANS:
+        PLANS.clear()
+    PLANS[key] = launches
 
 
 def _layout(*tensors: torch.Tensor) -> tuple:
@@ -153,7 +163,7 @@ def _launch(kind: str, tiles: Tiles | None, autotune: bool, rows: int, batch_hea
     grid = (triton.cdiv(rows, block[PROGRAM_TILE[kind]]), batch_heads)
     kwargs = meta | block | {flag: meta[length] % block[tile] == 0}
     kernel = _launcher(kind, traced)[grid](*args, **kwargs, num_warps=tiles.num_warps, num_stages=tiles.num_stages)
-    return None if traced else _remembered(kind, kernel, grid, args, kwargs)
+    return None if traced else _as_launch(kind, kernel, grid, args, kwargs)
 
 
 def _launcher(kind: str, traced: bool):
@@ -204,7 +214,7 @@ def forward(q, k, v, is_causal: bool, cfg: FlashConfig, traced: bool = False) ->
         return o, L
     launched = launch_forward(q, k, v, o, L, is_causal, cfg, traced)
     if replay and launched is not None:
-        PLANS[key] = (launched,)
+        _remember(key, (launched,))
     return o, L
 
 
@@ -236,7 +246,7 @@ def backward(q, k, v, o, do, L, is_causal: bool, cfg: FlashConfig, traced: bool 
     else:
         launched = _launch_backward(q, k, v, o, do, L, delta, dk, dv, dq_acc, dq, is_causal, cfg, one_pass, traced)
         if replay and None not in launched:
-            PLANS[key] = launched
+            _remember(key, launched)
     return (dq_acc[..., :d].to(q.dtype) if one_pass else dq), dk, dv
 
 
@@ -255,7 +265,7 @@ def _launch_backward(q, k, v, o, do, L, delta, dk, dv, dq_acc, dq, is_causal: bo
     pre_args = (o, do, delta, dq_acc, *o.stride(), *do.stride(), H, n_q, scale)
     pre_kwargs = dict(HEAD_DIM=d, BLOCK_D=meta["BLOCK_D"], BLOCK_Q=block_rows, ZERO_DQ=one_pass)
     kernel = _launcher("pre", traced)[grid](*pre_args, **pre_kwargs)
-    launched = [None if traced else _remembered("pre", kernel, grid, pre_args, pre_kwargs)]
+    launched = [None if traced else _as_launch("pre", kernel, grid, pre_args, pre_kwargs)]
     meta |= dict(qk_scale=scale * kernels.LOG2E.value, scale=scale)
     strides = (*q.stride(), *k.stride(), *v.stride(), *do.stride())
     tma = one_pass if cfg.tma is None else cfg.tma  # by default the single pass loads and reduces with TMA
