@@ -2,8 +2,8 @@
 
 In eager mode the autograd function calls the launcher directly, sparing the custom ops' dispatch (a good part of a
 short call's host time); while ``torch.compile`` traces it calls the custom ops, which on a GPU the compiler traces
-through to launch the kernels from its own code (:mod:`.launch`). Double backward is refused with a message: L is saved as a constant of the forward, so a second derivative
-through it would be wrong, not merely slow.
+through to launch the kernels from its own code (:mod:`.launch`). Double backward is refused with a message: L is
+saved as a constant of the forward, so a second derivative through it would be wrong, not merely slow.
 """
 
 from __future__ import annotations

@@ -183,10 +183,15 @@ def _interpreter() -> None:
         _interpreter_ready = True
 
 
+def _block_d(d: int) -> int:
+    """The head-dim block: the next power of two (at least 16), padded with zeros past d."""
+    return max(16, triton.next_power_of_2(d))
+
+
 def _meta(q: torch.Tensor, k: torch.Tensor, is_causal: bool, cfg: FlashConfig) -> dict:
     _, H, n_q, d = q.shape
     return dict(H=H, N_QUERIES=n_q, N_KEYS=k.shape[2], Q_BUCKET=_bucket(n_q), K_BUCKET=_bucket(k.shape[2]),
-                HEAD_DIM=d, BLOCK_D=max(16, triton.next_power_of_2(d)), CAUSAL=is_causal,
+                HEAD_DIM=d, BLOCK_D=_block_d(d), CAUSAL=is_causal,
                 SKIP_MASKED=cfg.skip_masked_tiles, SPLIT_DIAGONAL=cfg.split_diagonal)
 
 
@@ -225,14 +230,13 @@ def backward(q, k, v, o, do, L, is_causal: bool, cfg: FlashConfig, traced: bool 
     B, H, n_q, d = q.shape
     n_k = k.shape[2]
     one_pass = one_pass_backward(cfg, q)
-    block_d = max(16, triton.next_power_of_2(d))
     delta = torch.empty((B, H, n_q), dtype=torch.float32, device=q.device)
     dk = torch.empty((B, H, n_k, d), dtype=k.dtype, device=q.device)
     dv = torch.empty_like(dk)
     # dQ summed over key tiles in fp32, rows padded to BLOCK_D (16-byte aligned for the copy engine); the
     # preprocessing kernel writes its zeros. Two passes need no accumulator: dK stands in for the unused pointer
     # (autotuning zeroes it between its timing runs, and the kernel then writes all of it).
-    dq_acc = torch.empty((B, H, n_q, block_d), dtype=torch.float32, device=q.device) if one_pass else dk
+    dq_acc = torch.empty((B, H, n_q, _block_d(d)), dtype=torch.float32, device=q.device) if one_pass else dk
     dq = dq_acc if one_pass else torch.empty((B, H, n_q, d), dtype=q.dtype, device=q.device)
     replay = not traced and _replaying()
     key = ("bwd", is_causal, cfg, one_pass, *_layout(q, k, v, o, do, L)) if replay else None
