@@ -2,7 +2,8 @@
 #   make book   set up what rendering needs (no torch), then render the book from the committed chapters
 #   make test   set up everything, then run the tests (unit, distributed on gloo, Triton interpreter, nbval,
 #               the book built and opened in a browser)
-# Both use .venv. PYTHON picks the interpreter. PIP_CONSTRAINT (environment) may pin versions, as CI does;
+# Both use .venv. PYTHON picks the interpreter. Installs follow requirements/constraints.txt (the torch and
+# Triton releases the tests are checked with; PIP_CONSTRAINT in the environment overrides it);
 # TORCH_INDEX installs torch from another index first, e.g. PyTorch's CPU wheels on a machine without a GPU:
 #   make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
 
@@ -10,6 +11,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip install --quiet
+export PIP_CONSTRAINT ?= $(CURDIR)/requirements/constraints.txt
 
 .PHONY: setup setup-book book test chapters clean
 
