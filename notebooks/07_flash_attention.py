@@ -49,7 +49,7 @@ if profile == "full":
     rect_shapes = [(1024, 16384), (16384, 1024), (4096, 16384), (16384, 4096)]
     overhead_run, floor_run = dict(shape=(1, 1, 128, 64), dtype="bf16", n_calls=300), dict(n_calls=300)
     model_sizes, model_contexts, compiled_sizes = ["small", "medium", "large", "xl", "2.7B"], [512, 1024, 2048], ["small"]
-    tokens, model_dtype = 8192, "bf16"
+    tokens, model_dtype, model_steps = 8192, "bf16", 12
     board, breakdown_run, variant_run = dict(rep=2000, warmup=500), dict(steps=20), dict(rep=500, warmup=100)
 else:
     seq_lens, head_dims, dtypes, naive_max_seq = (64, 128), (16,), ("fp32",), None  # the interpreter has no bf16
@@ -58,11 +58,11 @@ else:
     rect_shapes = [(32, 128)]
     overhead_run = dict(shape=(1, 1, 32, 16), dtype="fp32", n_calls=2)
     floor_run = dict(shape=(1, 1, 32, 16), dtype="fp32", n_calls=2, modes=("eager",))
-    model_sizes, model_contexts, compiled_sizes, tokens, model_dtype = ["tiny"], [32], [], 64, "fp32"
+    model_sizes, model_contexts, compiled_sizes, tokens, model_dtype, model_steps = ["tiny"], [32], [], 64, "fp32", 2
     small = dict(shape=(2, 64, 16), dtype=torch.float32)
     board, breakdown_run, variant_run = dict(rep=20, warmup=5, **small), dict(steps=2, **small), dict(rep=20, warmup=5, **small)
 timing = dict(rep_ms=20, warmup_ms=5)
-report.glue_all("flash", {"rep_ms": timing["rep_ms"], "warmup_ms": timing["warmup_ms"], "board_rep": board["rep"], "breakdown_steps": breakdown_run["steps"], "tokens": tokens,
+report.glue_all("flash", {"rep_ms": timing["rep_ms"], "warmup_ms": timing["warmup_ms"], "board_rep": board["rep"], "breakdown_steps": breakdown_run["steps"], "tokens": tokens, "model_steps": model_steps,
                           "variant_rep": variant_run["rep"], "slow_min_n": 1024})
 
 # %% [markdown]
@@ -217,23 +217,17 @@ report.glue_all("flash_train", found)
 # What a user of the model sees: full training steps (forward, backward, AdamW; bf16 autocast) of each size with
 # `attention="flash_triton"` against `attention="sdpa"`, at contexts 512, 1024 and 2048, with
 # {glue:text}`flash_tokens` tokens per batch (16, 8 or 4 sequences), eager and, for the small model, with
-# `torch.compile` on the whole model. Harness and timing as in the end-to-end chapter (3 warm-up and 5 measured
-# steps, the mean); every point runs twice, in the order SDPA, ours, then ours, SDPA, and the table keeps the faster
-# of the two means (the raw data has both).
+# `torch.compile` on the whole model. Steps that short are bound by the host, whose speed drifts during a run
+# (clocks, where the threads land), by more than the difference we look for; so each point is one model whose
+# blocks switch attention between steps (same weights, optimizer and allocator), the two interleaved (A B, B A,
+# ...) after 3 warm-up steps each; the table gives each attention's median of {glue:text}`flash_model_steps`
+# steps.
 
 # %% tags=["nbval-ignore-output"]
-steps = []
-for size in model_sizes:
-    for context in model_contexts:
-        base = BenchConfig(preset(size, context_length=context), batch_size=max(1, tokens // context), mode="train",
-                           dtype=model_dtype, warmup=3, steps=5)
-        for order in (["sdpa", "flash_triton"], ["flash_triton", "sdpa"]):
-            steps.append(sweep(base, progress=False, attention=order,
-                               compile=[False, True] if size in compiled_sizes else [False]))
-steps = pd.concat(steps, ignore_index=True)
+steps = fs.model_steps(model_sizes, model_contexts, compiled_sizes, tokens, model_dtype, steps=model_steps)
 table, found = fs.in_model(steps)
 report.save_table(steps.assign(mode=steps.compile.map({False: "eager", True: "compiled"}))[
-    ["size", "attention", "mode", "context_length", "step_ms", "status"]], data_dir, "in_model")
+    ["size", "attention", "mode", "context_length", "step_ms", "status", "step_times_ms"]], data_dir, "in_model")
 report.table(table, ".3f")
 
 # %% tags=["remove-input", "nbval-ignore-output"]
@@ -382,7 +376,11 @@ report.glue("flash_cold_words", report.pick(cold["first_call_s"] < 120, "well un
 # untuned default tiles; the causal rows switch off one optimisation each: *no tile skipping* walks every key tile
 # for every query tile (and every query tile for every key tile in the dK/dV pass), masking the ones above the
 # diagonal instead of leaving them out; *no diagonal split* keeps the skipping but compares indices on every tile
-# instead of only on tiles that straddle the diagonal or the end of the sequence.
+# instead of only on tiles that straddle the diagonal or the end of the sequence; *programs one head after another*
+# numbers the programs tile by tile within each head, head after head, instead of interleaving the heads of a group
+# (as many as keep their streamed rows in a share of L2), every head's longest tile first: the GPU starts programs
+# in the order of their numbers, and causal tiles differ in work up to the sequence's length in tiles, so a long
+# tile started last keeps the GPU waiting at the end of the grid.
 #
 # At this shape (bf16, d = 64) the default backward is one pass: the dK/dV kernel also computes each key tile's share
 # of dQ and the Hopper copy engine adds it into an fp32 buffer (bulk reductions through a tensor descriptor), five
@@ -402,6 +400,7 @@ tried = {
     "default tiles, untuned": untuned,
     "no causal tile skipping": FlashConfig(autotune=False, skip_masked_tiles=False),
     "no diagonal split": FlashConfig(autotune=False, split_diagonal=False),
+    "programs one head after another": FlashConfig(autotune=False, head_group=1),
     "two passes (deterministic)": FlashConfig(autotune=False, atomic_dq=False),
     "two passes, dK/dV diagonal tiles first": FlashConfig(autotune=False, atomic_dq=False, unmasked_first=False),
     "two passes, autotuned": FlashConfig(atomic_dq=False),
@@ -430,9 +429,10 @@ if on_gpu:
 # %% [markdown]
 # Walking the fully masked tiles as well makes the step {glue:text}`flash_var_skip:.3g`× as long (a causal step
 # needs only half the tile pairs of a full one, and only skipping the rest realises that); comparing indices on every
-# tile, {glue:text}`flash_var_split:.3g`×; in the two-pass backward, running the dK/dV pass's diagonal tiles first
-# (serialised products), {glue:text}`flash_var_order:.3g`×. Autotuning gives {glue:text}`flash_var_tuned:.3g`× the
-# default tiles' time. The two-pass backward takes {glue:text}`flash_var_two_pass:.3g`× the default's time untuned,
+# tile, {glue:text}`flash_var_split:.3g`×; numbering the programs one head after another,
+# {glue:text}`flash_var_heads:.3g`×; in the two-pass backward, running the dK/dV pass's diagonal tiles first
+# (serialised products), {glue:text}`flash_var_order:.3g`×. Autotuning
+# gives {glue:text}`flash_var_tuned:.3g`× the default tiles' time. The two-pass backward takes {glue:text}`flash_var_two_pass:.3g`× the default's time untuned,
 # {glue:text}`flash_var_two_pass_tuned:.3g`× autotuned and {glue:text}`flash_var_two_pass_tma:.3g`× with TMA loads;
 # the one pass with atomic adds instead of the copy engine's reductions takes {glue:text}`flash_var_atomic:.3g`×. The
 # fastest row is *{glue:text}`flash_var_best`* ({glue:text}`flash_var_best_ratio:.3g`× the default). The tiles

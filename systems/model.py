@@ -224,6 +224,14 @@ class TransformerLM(nn.Module):
         levels = self.checkpoint_levels if torch.is_grad_enabled() else ()
         return self.lm_head(self.ln_final(_run_blocks(self.layers, x, levels)))
 
+    def set_attention(self, name: str) -> None:
+        """Every block's attention switched to implementation ``name`` (a :mod:`systems.attention` name), the
+        weights kept: one model can time two attentions side by side."""
+        attend = get_attention(name)  # refuses an unknown name, listing the choices
+        for block in self.layers:
+            block.attn.attend = attend
+        self.cfg = replace(self.cfg, attention=name)
+
 
 def _run_blocks(blocks: nn.ModuleList, x: torch.Tensor, levels: tuple[int, ...]) -> torch.Tensor:
     """The blocks in order; with ``levels``, each group of ``levels[0]`` blocks checkpointed, nesting the rest."""

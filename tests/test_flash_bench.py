@@ -67,17 +67,26 @@ def test_the_sweep_times_every_implementation_mode_and_shape_by_registry_name():
     assert "flash_triton/naive" in wide and len(wide) == 2 * 3
 
 
-def test_in_model_keeps_the_faster_run_of_each_point_and_names_each_oom_once():
-    runs = pd.DataFrame([  # two runs per point, in the order sdpa, ours, then ours, sdpa
-        {"size": "s", "compile": False, "context_length": 512, "attention": a, "step_ms": ms, "status": "ok"}
-        for a, ms in [("sdpa", 10.0), ("flash_triton", 12.0), ("flash_triton", 9.0), ("sdpa", 11.0)]
+def test_in_model_sets_ours_beside_sdpa_per_point_and_names_each_oom_once():
+    runs = pd.DataFrame([
+        {"size": "s", "compile": c, "context_length": 512, "attention": a, "step_ms": ms, "status": "ok"}
+        for c, a, ms in [(False, "sdpa", 10.0), (False, "flash_triton", 9.0), (True, "sdpa", 4.0),
+                         (True, "flash_triton", 5.0)]
     ] + [{"size": "xl", "compile": False, "context_length": 512, "attention": a, "step_ms": float("nan"),
-          "status": "OOM"} for a in ("sdpa", "flash_triton", "flash_triton", "sdpa")])
+          "status": "OOM"} for a in ("sdpa", "flash_triton")])
     table, found = flash_sweep.in_model(runs)
-    point = table.set_index("size").loc["s"]
-    assert (point.sdpa, point.flash_triton, point["flash_triton/sdpa"]) == (10.0, 9.0, 0.9)
-    assert found["slower"] == 0 and found["worst"] == "none" and found["points"] == 1
+    assert list(zip(table["size"], table["mode"])) == [("s", "eager"), ("s", "compiled"), ("xl", "eager")]
+    assert list(table["flash_triton/sdpa"][:2]) == [0.9, 1.25] and table["flash_triton/sdpa"].isna().iloc[2]
+    assert found["slower"] == 1 and found["worst"] == "s, compiled, context 512: 1.25×" and found["points"] == 2
     assert found["oom"] == "xl/sdpa/512, xl/flash_triton/512"
+
+
+def test_model_steps_time_each_attention_on_one_model_per_point():
+    runs = flash_sweep.model_steps(["tiny"], [16, 32], tokens=64, dtype="fp32", attentions=("sdpa", "naive"),
+                                   warmup=1, steps=3)
+    assert list(zip(runs.context_length, runs.attention)) == [(16, "sdpa"), (16, "naive"), (32, "sdpa"), (32, "naive")]
+    assert list(runs.batch_size) == [4, 4, 2, 2] and (runs.status == "ok").all()
+    assert all(len(t) == 3 and ms == sorted(t)[1] for t, ms in zip(runs.step_times_ms, runs.step_ms))
 
 
 def test_step_kernel_time_runs_a_step_per_attention():

@@ -95,6 +95,18 @@ def test_causal_optimisations_off_give_the_same_result(off):
 
 
 @pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("group", [1, 2, 3, 6])
+def test_every_head_group_size_covers_each_tile_and_head_once(group, is_causal):
+    # 6 heads in groups of 1 (one head after another), 2, 3 and 6 (all heads interleaved), and the last group short
+    # (4 and 5 heads in groups of 3 and 2 below): each program must find its own tile and head
+    config = FlashConfig(**MIXED_TILES, head_group=group)
+    q, k, v = make_qkv((2, 3), 70, 50, 32)
+    check_against_reference(with_config(config), q, k, v, is_causal, tol(torch.float32))
+    q, k, v = make_qkv((1, 5 if group == 2 else 4), 40, 33, 16)
+    check_against_reference(with_config(config), q, k, v, is_causal, tol(torch.float32))
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
 @pytest.mark.parametrize("n_q,n_k,d", [(70, 50, 32), (33, 100, 48), (100, 17, 64)])
 def test_tensor_descriptors(n_q, n_k, d, is_causal):
     # The copy engine zero-fills past the sequence and the head dim; nothing else masks those loads.

@@ -82,6 +82,32 @@ def test_out_of_memory_is_a_row_and_the_sweep_goes_on(monkeypatch):
     assert pd.isna(df.loc[1, "forward_ms"]) and df.loc[2, "forward_ms"] > 0
 
 
+def test_interleaved_alternates_the_attentions_on_one_model(monkeypatch):
+    switched, models = [], set()
+    original = e2e.TransformerLM.set_attention
+
+    def spy(self, name):
+        switched.append(name)
+        models.add(id(self))
+        original(self, name)
+
+    monkeypatch.setattr(e2e.TransformerLM, "set_attention", spy)
+    rows = e2e.interleaved(tiny(mode="train", warmup=1, steps=4), ("sdpa", "naive"))
+    # warm-up of each, then A B, B A, A B, B A: each attention first in half the rounds
+    assert switched == ["sdpa", "naive"] + ["sdpa", "naive", "naive", "sdpa"] * 2 and len(models) == 1
+    assert list(rows.attention) == ["sdpa", "naive"] and (rows.status == "ok").all()
+    assert all(len(t) == 4 and ms == pd.Series(t).median() for t, ms in zip(rows.step_times_ms, rows.step_ms))
+
+
+def test_interleaved_out_of_memory_is_a_row_per_attention(monkeypatch):
+    def call(self):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    monkeypatch.setattr(e2e._Step, "__call__", call)
+    rows = e2e.interleaved(tiny(mode="train"), ("sdpa", "naive"))
+    assert list(rows.status) == [OOM, OOM] and rows.step_ms.isna().all()
+
+
 def test_other_errors_are_not_swallowed():
     def boom():
         raise RuntimeError("shape mismatch")

@@ -105,6 +105,19 @@ def test_sdpa_and_naive_attention_agree_in_the_model():
     torch.testing.assert_close(naive, sdpa, rtol=1e-4, atol=1e-5)
 
 
+def test_set_attention_switches_every_block_and_keeps_the_weights():
+    tokens = torch.randint(0, 97, (2, 12))
+    model = tiny_model(attention="naive")
+    model.set_attention("sdpa")
+    assert model.cfg.attention == "sdpa"
+    assert all(block.attn.attend is get_attention("sdpa") for block in model.layers)
+    # same weights (same seed), other attention from the start: the same logits
+    torch.testing.assert_close(model(tokens), tiny_model(attention="sdpa")(tokens), rtol=0, atol=0)
+    with pytest.raises(ValueError, match="unknown attention implementation 'fast'.*choose one of"):
+        model.set_attention("fast")
+    assert model.cfg.attention == "sdpa"
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_naive_attention_against_float64_loop(causal):
     from systems.attention.reference import naive_attention

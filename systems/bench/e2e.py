@@ -198,6 +198,38 @@ def benchmark(cfg: BenchConfig) -> dict[str, Any]:
     return row
 
 
+def interleaved(cfg: BenchConfig, attentions: tuple[str, ...]) -> pd.DataFrame:
+    """``cfg``'s step with each attention in turn on one model (:meth:`TransformerLM.set_attention`): the same
+    weights, optimizer state and allocator, and the steps interleaved (A B, B A, A B, ...), so that drift over the
+    run (clocks, thread placement, other work on the host) falls on every attention alike, as separate runs one
+    after the other cannot promise for host-bound steps. ``cfg.warmup`` untimed steps per attention first
+    (compilation, autotuning), then ``cfg.steps`` timed ones each. A row per attention: the median step (ms) and
+    every step's time, or status "OOM"."""
+    device = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+    def measure() -> dict[str, list[float]]:
+        step = _Step(cfg, device)
+        for name in attentions:
+            step.model.set_attention(name)
+            _steps(step, cfg.warmup, device)
+        times: dict[str, list[float]] = {name: [] for name in attentions}
+        for i in range(cfg.steps):
+            for name in attentions if i % 2 == 0 else attentions[::-1]:
+                step.model.set_attention(name)
+                times[name] += _steps(step, 1, device)
+        return times
+
+    try:
+        result = run_or_oom(measure)
+    finally:
+        free_memory()
+    point = {"size": cfg.model.name, "context_length": cfg.model.context_length, "compile": cfg.compile,
+             "batch_size": cfg.batch_size, "dtype": cfg.dtype}
+    return pd.DataFrame([{**point, "attention": name, "status": OOM, "step_ms": float("nan")} if result == OOM else
+                         {**point, "attention": name, "status": "ok", "step_ms": float(pd.Series(result[name]).median()),
+                          "step_times_ms": result[name]} for name in attentions])
+
+
 def sweep(base: BenchConfig, progress: bool = True, out: str | Path | None = None, **grid: list[Any]) -> pd.DataFrame:
     """Benchmark every combination of the ``grid`` values (e.g. ``size=[...], mode=[...]``; see :func:`vary`)
     as a DataFrame; with ``out``, the rows so far are written there (JSON, with provenance) after each one."""

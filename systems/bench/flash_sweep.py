@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from systems.attention import get_attention
 from systems.attention.peers import refused
 from systems.attention.reference import naive_attention
-from systems.bench.e2e import BenchConfig, device_busy
+from systems.bench.e2e import BenchConfig, device_busy, interleaved
 from systems.bench.flops import attention_flops
 from systems.bench.timing import time_steps
 from systems.device import OOM, free_memory, is_oom
@@ -239,13 +239,26 @@ def training_summary(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     return summary, facts
 
 
+def model_steps(sizes, contexts, compiled_sizes=(), tokens: int = 8192, dtype: str = "bf16",
+                attentions=("sdpa", "flash_triton"), warmup: int = 3, steps: int = 10) -> pd.DataFrame:
+    """Training steps of each model size at each context (``tokens`` per batch), eager and, for
+    ``compiled_sizes``, under ``torch.compile``: every attention on one model, interleaved
+    (:func:`systems.bench.e2e.interleaved`)."""
+    points = [(size, context, compiled) for size in sizes for context in contexts
+              for compiled in ((False, True) if size in compiled_sizes else (False,))]
+    return pd.concat([interleaved(BenchConfig(preset(size, context_length=context), batch_size=max(1, tokens // context),
+                                              mode="train", dtype=dtype, warmup=warmup, steps=steps, compile=compiled),
+                                  attentions)
+                      for size, context, compiled in tqdm(points, desc="model steps")], ignore_index=True)
+
+
 def in_model(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
-    """Training steps of the model with each attention (end-to-end sweeps over size, context, attention and
-    compile, each point possibly run more than once): ms per step side by side, the faster run of each, ours over
-    SDPA's; and where ours is slower."""
+    """Training steps of the model with each attention (rows of :func:`systems.bench.e2e.interleaved`, one per
+    size, mode, context and attention): ms per step side by side, ours over SDPA's; and where ours is slower."""
     ok = runs.assign(mode=runs.compile.map({False: "eager", True: "compiled"}))
-    table = ok.pivot_table(index=["size", "mode", "context_length"], columns="attention", values="step_ms",
-                           aggfunc="min", sort=False).reset_index()
+    table = ok.pivot(index=["size", "mode", "context_length"], columns="attention", values="step_ms")
+    table = table.reindex(pd.MultiIndex.from_frame(ok[["size", "mode", "context_length"]].drop_duplicates()))
+    table = table.reset_index()
     table.columns.name = None
     table["flash_triton/sdpa"] = table.flash_triton / table.sdpa
     slower = table[table["flash_triton/sdpa"] > 1]
@@ -254,8 +267,8 @@ def in_model(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
                    "gm": geometric_mean(table["flash_triton/sdpa"]),
                    "worst": "none" if worst is None else
                    f"{worst['size']}, {worst['mode']}, context {worst['context_length']}: {worst['flash_triton/sdpa']:.3g}×",
-                   "oom": ", ".join(dict.fromkeys(f"{r.size}/{r.attention}/{r.context_length}" for r in
-                                                  runs[runs.status != "ok"].itertuples())) or "none"}
+                   "oom": ", ".join(f"{r.size}/{r.attention}/{r.context_length}" for r in
+                                    runs[runs.status != "ok"].itertuples()) or "none"}
 
 
 def step_kernel_time(size: str, context: int, batch: int, dtype: str, attentions=("sdpa", "flash_triton"),

@@ -182,7 +182,8 @@ def variant_facts(variants_: pd.DataFrame, reference: str = "default tiles, untu
                    "order": get("two passes, dK/dV diagonal tiles first") / get("two passes (deterministic)"),
                    "two_pass": get("two passes (deterministic)"), "two_pass_tuned": get("two passes, autotuned"),
                    "two_pass_tma": get("two passes, TMA loads"), "atomic": get("one pass, atomic adds for dQ"),
-                   "tuned": get("autotuned (the default)"), "best": best, "best_ratio": v[best]}
+                   "tuned": get("autotuned (the default)"), "heads": get("programs one head after another"),
+                   "best": best, "best_ratio": v[best]}
 
 
 def _cold_start_child() -> dict:

@@ -126,6 +126,23 @@ def _fwd_inner(acc, l_i, m_i, q, K, V, stride_kn, stride_kd, stride_vn, stride_v
 
 
 @triton.jit
+def _tile_and_head(n_tiles, HEAD_GROUP, LONGEST_LAST: tl.constexpr):
+    """This program's tile and (batch, head). The GPU starts programs in the order of their ids. The ids run over
+    groups of HEAD_GROUP heads, one group after another; within a group, over its heads first, then tiles, longest
+    causal tiles first: the end of each group is filled by short tiles, and a group's streamed rows stay in L2.
+    ``LONGEST_LAST``: tiles of higher index do more work (causal query tiles), so the ids count down."""
+    pid = tl.program_id(0)
+    group = pid // (HEAD_GROUP * n_tiles)
+    first = group * HEAD_GROUP
+    heads = tl.minimum(HEAD_GROUP, tl.num_programs(0) // n_tiles - first)
+    within = pid - group * HEAD_GROUP * n_tiles
+    tile = within // heads
+    if LONGEST_LAST:
+        tile = n_tiles - 1 - tile
+    return tile, first + within % heads
+
+
+@triton.jit
 def flash_fwd_kernel(
     Q, K, V, O, L,
     stride_qb, stride_qh, stride_qn, stride_qd,
@@ -134,19 +151,14 @@ def flash_fwd_kernel(
     stride_ob, stride_oh, stride_on, stride_od,
     H, N_QUERIES, N_KEYS, qk_scale,
     Q_BUCKET, K_BUCKET,  # autotuning keys only (sequence lengths rounded up)
+    HEAD_GROUP,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, SKIP_MASKED: tl.constexpr,
     SPLIT_DIAGONAL: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
     TMA: tl.constexpr,
 ):
     """O (B, H, Nq, d) and L (B, H, Nq) fp32 (natural log) for one query tile of one (batch, head)."""
     qk_scale = tl.cast(qk_scale, tl.float32)  # fp64 when the compiler launches the kernel with a Python float
-    if CAUSAL:
-        # Causal tiles near the end of the sequence do the most work: start them first so the
-        # short ones fill the gaps at the end of the grid.
-        query_tile = tl.num_programs(0) - 1 - tl.program_id(0)
-    else:
-        query_tile = tl.program_id(0)
-    bh = tl.program_id(1)
+    query_tile, bh = _tile_and_head(tl.cdiv(N_QUERIES, BLOCK_Q), HEAD_GROUP, CAUSAL)  # causal: last tiles see most keys
     b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)  # int64: offsets can pass 2**31 elements
     q0 = query_tile * BLOCK_Q
     CHECK_COLS: tl.constexpr = BLOCK_D != HEAD_DIM
@@ -252,7 +264,7 @@ def flash_bwd_dkdv_kernel(
     stride_dob, stride_doh, stride_don, stride_dod,
     stride_dkb, stride_dkh, stride_dkn, stride_dkd,  # dK and dV share this contiguous layout
     H, N_QUERIES, N_KEYS, qk_scale, scale,
-    Q_BUCKET, K_BUCKET,
+    Q_BUCKET, K_BUCKET, HEAD_GROUP,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, SKIP_MASKED: tl.constexpr,
     SPLIT_DIAGONAL: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_Q: tl.constexpr,
     UNMASKED_FIRST: tl.constexpr, TMA: tl.constexpr, ATOMIC_DQ: tl.constexpr, REDUCE_TMA: tl.constexpr,
@@ -261,9 +273,9 @@ def flash_bwd_dkdv_kernel(
     ATOMIC_DQ, adds its share of dQ into DQ_ACC, fp32 (B, H, Nq, BLOCK_D), so that pass 2 is not needed)."""
     qk_scale = tl.cast(qk_scale, tl.float32)  # fp64 when the compiler launches the kernel with a Python float
     scale = tl.cast(scale, tl.float32)  # fp64 when the compiler launches the kernel with a Python float
-    bh = tl.program_id(1)
+    key_tile, bh = _tile_and_head(tl.cdiv(N_KEYS, BLOCK_K), HEAD_GROUP, False)  # causal: first tiles seen most
     b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
-    k0 = tl.program_id(0) * BLOCK_K
+    k0 = key_tile * BLOCK_K
     CHECK_COLS: tl.constexpr = BLOCK_D != HEAD_DIM
     offs_k = k0 + tl.arange(0, BLOCK_K)
     offs_d = tl.arange(0, BLOCK_D)
@@ -349,7 +361,7 @@ def flash_bwd_dq_kernel(
     stride_dob, stride_doh, stride_don, stride_dod,
     stride_dqb, stride_dqh, stride_dqn, stride_dqd,
     H, N_QUERIES, N_KEYS, qk_scale, scale,
-    Q_BUCKET, K_BUCKET,
+    Q_BUCKET, K_BUCKET, HEAD_GROUP,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, SKIP_MASKED: tl.constexpr,
     SPLIT_DIAGONAL: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
     TMA: tl.constexpr,
@@ -357,11 +369,7 @@ def flash_bwd_dq_kernel(
     """Backward pass 2: each program owns one query tile and sums its dQ over the key tiles it sees."""
     qk_scale = tl.cast(qk_scale, tl.float32)  # fp64 when the compiler launches the kernel with a Python float
     scale = tl.cast(scale, tl.float32)  # fp64 when the compiler launches the kernel with a Python float
-    if CAUSAL:
-        query_tile = tl.num_programs(0) - 1 - tl.program_id(0)  # longest rows first, as in the forward
-    else:
-        query_tile = tl.program_id(0)
-    bh = tl.program_id(1)
+    query_tile, bh = _tile_and_head(tl.cdiv(N_QUERIES, BLOCK_Q), HEAD_GROUP, CAUSAL)  # causal: last tiles see most keys
     b, h = (bh // H).to(tl.int64), (bh % H).to(tl.int64)
     q0 = query_tile * BLOCK_Q
     CHECK_COLS: tl.constexpr = BLOCK_D != HEAD_DIM

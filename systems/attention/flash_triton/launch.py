@@ -33,7 +33,7 @@ from triton import knobs
 from triton.runtime import driver
 
 from systems.attention.flash_triton import kernels
-from systems.attention.flash_triton.tiles import CANDIDATES, FlashConfig, Tiles, default_tiles, fitting
+from systems.attention.flash_triton.tiles import CANDIDATES, FlashConfig, Tiles, default_tiles, fitting, head_group
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 JIT = {"fwd": kernels.flash_fwd_kernel, "dkdv": kernels.flash_bwd_dkdv_kernel, "dq": kernels.flash_bwd_dq_kernel,
@@ -151,7 +151,7 @@ def _launch(kind: str, tiles: Tiles | None, autotune: bool, rows: int, batch_hea
             tiles = default_tiles(kind, meta["BLOCK_D"], args[0].element_size())
         elif tiles is None:  # tune (or read the tuning from disk) and launch; remember the choice
             tuner = TUNERS[kind]
-            tuner[lambda m: (triton.cdiv(rows, m[PROGRAM_TILE[kind]]), batch_heads)](*args, **meta)
+            tuner[lambda m: _grid(triton.cdiv(rows, m[PROGRAM_TILE[kind]]), batch_heads, meta)](*args, **meta)
             CHOSEN[key] = _to_tiles(tuner.best_config)
             return None
     elif tiles is None:
@@ -160,10 +160,16 @@ def _launch(kind: str, tiles: Tiles | None, autotune: bool, rows: int, batch_hea
         _interpreter()
     flag, length, tile = EVEN[kind]
     block = {"BLOCK_Q": tiles.block_q, "BLOCK_K": tiles.block_k}
-    grid = (triton.cdiv(rows, block[PROGRAM_TILE[kind]]), batch_heads)
+    grid = _grid(triton.cdiv(rows, block[PROGRAM_TILE[kind]]), batch_heads, meta)
     kwargs = meta | block | {flag: meta[length] % block[tile] == 0}
     kernel = _launcher(kind, traced)[grid](*args, **kwargs, num_warps=tiles.num_warps, num_stages=tiles.num_stages)
     return None if traced else _as_launch(kind, kernel, grid, args, kwargs)
+
+
+def _grid(tiles: int, batch_heads: int, meta: dict) -> tuple[int, int]:
+    """One program per tile and (batch, head), in one dimension: the kernels number them in head groups
+    (``kernels._tile_and_head``)."""
+    return tiles * batch_heads, 1
 
 
 def _launcher(kind: str, traced: bool):
@@ -195,13 +201,20 @@ def _meta(q: torch.Tensor, k: torch.Tensor, is_causal: bool, cfg: FlashConfig) -
                 SKIP_MASKED=cfg.skip_masked_tiles, SPLIT_DIAGONAL=cfg.split_diagonal)
 
 
+def _head_group(cfg: FlashConfig, streamed: torch.Tensor, batch_heads: int) -> int:
+    """``cfg.head_group``, else as many heads as keep ``streamed``'s rows (and a second tensor's) in L2."""
+    if cfg.head_group is not None:
+        return min(cfg.head_group, batch_heads)
+    return head_group(streamed.shape[2], _block_d(streamed.shape[3]), streamed.element_size(), batch_heads)
+
+
 def launch_forward(q, k, v, o, L, is_causal: bool, cfg: FlashConfig, traced: bool = False) -> Launch | None:
     """The forward kernel alone through Triton's JIT, writing into O and L (also timed on its own, for the per-call
     cost); the launch to replay."""
     B, H, n_q, d = q.shape
     args = (q, k, v, o, L, *q.stride(), *k.stride(), *v.stride(), *o.stride())
     meta = _meta(q, k, is_causal, cfg) | dict(qk_scale=1.0 / math.sqrt(d) * kernels.LOG2E.value,
-                                              TMA=_use_tma(bool(cfg.tma), k, v))
+                                              TMA=_use_tma(bool(cfg.tma), k, v), HEAD_GROUP=_head_group(cfg, k, B * H))
     return _launch("fwd", cfg.fwd, cfg.autotune, n_q, B * H, args, meta, traced)
 
 
@@ -277,11 +290,12 @@ def _launch_backward(q, k, v, o, do, L, delta, dk, dv, dq_acc, dq, is_causal: bo
     launched.append(_launch("dkdv", cfg.dkdv, cfg.autotune, n_k, B * H,
                             (q, k, v, do, L, delta, dk, dv, dq_acc, *strides, *dk.stride()),
                             meta | dict(UNMASKED_FIRST=cfg.unmasked_first, TMA=_use_tma(tma, q, do),
-                                        ATOMIC_DQ=one_pass, REDUCE_TMA=reduce_tma), traced))
+                                        ATOMIC_DQ=one_pass, REDUCE_TMA=reduce_tma,
+                                        HEAD_GROUP=_head_group(cfg, q, B * H)), traced))
     if not one_pass:
         launched.append(_launch("dq", cfg.dq, cfg.autotune, n_q, B * H,
                                 (q, k, v, do, L, delta, dq, *strides, *dq.stride()),
-                                meta | dict(TMA=_use_tma(tma, k, v)), traced))
+                                meta | dict(TMA=_use_tma(tma, k, v), HEAD_GROUP=_head_group(cfg, k, B * H)), traced))
     return tuple(launched)
 
 

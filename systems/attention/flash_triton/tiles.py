@@ -36,7 +36,10 @@ class FlashConfig:
     pass, adding each key tile's share into an fp32 buffer (with ``tma``: bulk reductions by the copy engine, else
     atomic adds), instead of a second pass that recomputes P and dP: five matrix products per tile pair instead of
     seven, in exchange for the additions' memory traffic, and dQ's last bits then depend on the order in which the
-    additions land. Left at ``None``, both are chosen per call (:func:`one_pass`).
+    additions land. Left at ``None``, both are chosen per call (:func:`one_pass`). ``head_group``: how many heads'
+    programs run interleaved (every head's longest causal tile before any head's next; groups one after another):
+    more heads keep the end of the grid short, fewer keep the rows they stream in L2. ``None``: as many as fit a
+    share of L2 (:func:`head_group`); 1: one head after another.
     """
 
     fwd: Tiles | None = None
@@ -48,6 +51,7 @@ class FlashConfig:
     unmasked_first: bool = True
     tma: bool | None = None
     atomic_dq: bool | None = None
+    head_group: int | None = None
 
     def encode(self) -> list[int]:
         """As a list of ints: the argument type a torch.library custom op can take."""
@@ -63,12 +67,14 @@ class FlashConfig:
 
 _SWITCHES = tuple(f.name for f in fields(FlashConfig))[3:]  # the booleans after the three kernels' tiles
 _UNSET = -1  # a switch left to the per-call choice
+_COUNTS = ("head_group",)  # the switches that are numbers, not booleans
 
 
 @functools.lru_cache(maxsize=64)
 def _decode(ints: tuple[int, ...]) -> FlashConfig:
     tiles = [None if ints[i] == 0 else Tiles(*ints[i : i + 4]) for i in (0, 4, 8)]
-    return FlashConfig(*tiles, *(None if x == _UNSET else bool(x) for x in ints[12:]))
+    return FlashConfig(*tiles, *(None if x == _UNSET else x if name in _COUNTS else bool(x)
+                                 for name, x in zip(_SWITCHES, ints[12:])))
 
 
 DEFAULT = FlashConfig()
@@ -106,6 +112,17 @@ def fitting(kind: str, candidates, block_d: int, elt: int) -> list[Tiles]:
     """The candidates that fit in shared memory (autotuning times these); the smallest if none does."""
     fits = [t for t in candidates if smem_bytes(kind, t, block_d, elt) <= SMEM_BUDGET]
     return fits or [min(candidates, key=lambda t: smem_bytes(kind, t, block_d, elt))]
+
+
+# The share of L2 (50 MB on an H100) that one group of heads' streamed rows may take: the other programs' tiles,
+# the outputs and the accumulators share the rest.
+L2_SHARE = 16 * 2**20
+
+
+def head_group(streamed_rows: int, block_d: int, elt: int, batch_heads: int) -> int:
+    """Heads whose programs run interleaved (:class:`FlashConfig`): as many as fit their two streamed tensors in
+    :data:`L2_SHARE`, at least one."""
+    return max(1, min(batch_heads, L2_SHARE // (2 * streamed_rows * block_d * elt)))
 
 
 @functools.cache
