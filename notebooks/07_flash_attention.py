@@ -127,8 +127,8 @@ report.glue("flash_oom_words", report.pick(
 #
 # Where ours is slower than SDPA's FlashAttention-2 from N = {glue:text}`flash_slow_min_n` on, and why. A shape is
 # in the *fixed cost* regime when our time is at most 1.5× our time at the shortest sequence (same d and mode): the
-# work grew, the time did not, so what is measured is the cost of a call (the autograd function, the checks, three
-# kernel launches), which SDPA pays in C++. The other shapes, in the *kernel* regime, are listed below.
+# work grew, the time did not, so what is measured is the cost of a call (the checks, the allocations and three
+# kernel launches in Python), which SDPA pays in C++. The other shapes, in the *kernel* regime, are listed below.
 
 # %% tags=["nbval-ignore-output"]
 kernel_regime, found = fs.slower_facts(table, runs, 1024)
@@ -155,14 +155,33 @@ report.glue_all("flash_slow", found)
 # with the tiles chosen for the shape; the forward as a later call of the same layout makes it, allocating the
 # outputs and handing them to the compiled kernel it remembered from the first call; the custom op that compiled
 # code calls; the autograd function. Then the backward's allocations and remembered launches, a Python autograd
-# function that does nothing (the floor any kernel behind a Python `autograd.Function` pays: SDPA's backward is
-# C++), and whole calls of ours and of SDPA's back ends. *host_us* is the time the host needs to issue one call,
-# *wall_us* the time per call until the GPU has finished all of them: where the two agree, the host sets the pace.
+# function that does nothing, SDPA's own FlashAttention-2 kernels (the aten operators behind its flash back end)
+# inside a Python `autograd.Function` as ours are (what autograd through Python adds to a C++ kernel path; SDPA's
+# own backward is C++), and whole calls of ours and of SDPA's back ends. *host_us* is the time the host needs to
+# issue one call, *wall_us* the time per call until the GPU has finished all of them: where the two agree, the host
+# sets the pace.
 
 # %% tags=["nbval-ignore-output"]
 overhead = call_overhead.call_overhead(**overhead_run)
 report.save_table(overhead, data_dir, "flash_call_overhead")
 report.table(overhead, ".1f")
+
+# %% tags=["remove-cell", "nbval-ignore-output"]
+host = overhead.set_index(["impl", "what"]).host_us
+ours_us, in_python_us, sdpa_us = (host[impl, "forward + backward"] for impl in
+                                  ("flash_triton", "SDPA flash kernels in a Python autograd.Function", "sdpa_flash"))
+if all(isinstance(x, float) for x in (ours_us, in_python_us, sdpa_us)):
+    call_words = (f"Per forward and backward call the host spends {ours_us:.0f} µs on ours, {in_python_us:.0f} µs "
+                  f"on SDPA's flash kernels inside a Python autograd function and {sdpa_us:.0f} µs on SDPA's flash "
+                  f"back end: autograd through Python adds {in_python_us - sdpa_us:.0f} µs to a call, our launch "
+                  f"path {ours_us - in_python_us:.0f} µs more.")
+else:
+    call_words = ("SDPA's flash kernels need a GPU: on this machine autograd's Python layer and our launch path "
+                  "cannot be told apart.")
+report.glue("flash_call_words", call_words)
+
+# %% [markdown]
+# {glue:text}`flash_call_words`
 
 # %% [markdown]
 # The same forward and backward call three ways, µs per call: eager; with the attention under `torch.compile`,
@@ -185,11 +204,12 @@ report.table(floor, ".1f")
 # Batch × heads of (4 × 16) and (8 × 32), sequences from 512 to 8192 tokens, head dims 64 (the 2025 presets), 80
 # (the 2026 edition's xl, 2560 / 32: not a power of two, so our kernels pad it to a 128-wide block) and 128 (the
 # 10B), causal and not, bf16; forward and backward together, against both SDPA back ends in the same run. Our
-# kernels use their default tiles here too. The summary gives our time over each back end's (geometric mean over
-# the sequences) and how many shapes are slower.
+# kernels run as a user's call runs them: tiles autotuned for each shape key at its first call (untimed), then
+# remembered. The summary gives our time over each back end's (geometric mean over the sequences) and how many
+# shapes are slower.
 
 # %% tags=["nbval-ignore-output"]
-shapes = fs.training_shapes(**train_shapes, config=untuned, **timing)
+shapes = fs.training_shapes(**train_shapes, **timing)
 report.save_table(shapes, data_dir, "flash_training_shapes")
 summary, found = fs.training_summary(shapes)
 report.table(summary, ".3f")
@@ -241,7 +261,11 @@ report.glue_all("flash_model", found)
 # %% [markdown]
 # Over the {glue:text}`flash_model_points` training steps measured, ours takes {glue:text}`flash_model_gm:.3g`× the
 # SDPA model's step time (geometric mean) and is slower at {glue:text}`flash_model_slower` of them; the worst is
-# {glue:text}`flash_model_worst`. Points that did not fit: {glue:text}`flash_model_oom`.
+# {glue:text}`flash_model_worst`. Eager, ours is slower at {glue:text}`flash_model_slower_eager` of
+# {glue:text}`flash_model_points_eager` points ({glue:text}`flash_model_gm_eager:.3g`×); compiled, where the compiler
+# launches our kernels from its own code, at {glue:text}`flash_model_slower_compiled` of
+# {glue:text}`flash_model_points_compiled` ({glue:text}`flash_model_gm_compiled:.3g`×). Points that did not fit:
+# {glue:text}`flash_model_oom`.
 #
 # Where the difference goes, at the eager point where ours loses most: the same step with each attention, its wall
 # time next to the GPU's kernel time (torch.profiler, summed over the step's kernels). What the wall time has beyond
@@ -263,7 +287,7 @@ report.glue_all("flash_busy", {"point": f"{worst['size']}, context {int(worst.co
 report.glue("flash_busy_words", report.pick(
     abs(extra_kernels) < 0.5 * abs(extra_step),
     "Most of the difference is not in the kernels: with ours, the GPU waits longer for the host, whose work per "
-    "layer (the Python autograd function and the launches, measured per call above) SDPA does in C++.",
+    "layer (our launch path in Python, priced per call above) SDPA does in C++.",
     "Most of the difference is in the kernels themselves, not in the host's work around them."))
 
 # %% [markdown]
@@ -431,8 +455,8 @@ if on_gpu:
 # needs only half the tile pairs of a full one, and only skipping the rest realises that); comparing indices on every
 # tile, {glue:text}`flash_var_split:.3g`×; numbering the programs one head after another,
 # {glue:text}`flash_var_heads:.3g`×; in the two-pass backward, running the dK/dV pass's diagonal tiles first
-# (serialised products), {glue:text}`flash_var_order:.3g`×. Autotuning
-# gives {glue:text}`flash_var_tuned:.3g`× the default tiles' time. The two-pass backward takes {glue:text}`flash_var_two_pass:.3g`× the default's time untuned,
+# (serialised products), {glue:text}`flash_var_order:.3g`×. Autotuning gives {glue:text}`flash_var_tuned:.3g`× the
+# default tiles' time. The two-pass backward takes {glue:text}`flash_var_two_pass:.3g`× the default's time untuned,
 # {glue:text}`flash_var_two_pass_tuned:.3g`× autotuned and {glue:text}`flash_var_two_pass_tma:.3g`× with TMA loads;
 # the one pass with atomic adds instead of the copy engine's reductions takes {glue:text}`flash_var_atomic:.3g`×. The
 # fastest row is *{glue:text}`flash_var_best`* ({glue:text}`flash_var_best_ratio:.3g`× the default). The tiles

@@ -39,6 +39,10 @@ def test_call_overhead_times_every_layer_of_the_call_path():
                                "forward (autograd.Function)", "backward, allocations + remembered launches",
                                "forward + backward"]
     assert list(table[table.impl == "autograd.Function doing nothing"].what) == ["forward + backward"]
+    in_python = table[table.impl == "SDPA flash kernels in a Python autograd.Function"]
+    assert list(in_python.what) == ["forward + backward"]
+    if not torch.cuda.is_available():
+        assert list(in_python.host_us) == [flash_sweep.UNSUPPORTED]  # SDPA's flash kernels need a GPU
     timed = table[table.host_us != flash_sweep.UNSUPPORTED]
     assert set(timed.impl) >= {"flash_triton", "autograd.Function doing nothing"}
     assert all(0 < h <= w for h, w in zip(timed.host_us, timed.wall_us))
@@ -77,8 +81,11 @@ def test_in_model_sets_ours_beside_sdpa_per_point_and_names_each_oom_once():
     table, found = flash_sweep.in_model(runs)
     assert list(zip(table["size"], table["mode"])) == [("s", "eager"), ("s", "compiled"), ("xl", "eager")]
     assert list(table["flash_triton/sdpa"][:2]) == [0.9, 1.25] and table["flash_triton/sdpa"].isna().iloc[2]
+    assert list(table.iloc[2][["sdpa", "flash_triton"]]) == ["OOM", "OOM"]  # shown as such, not as a blank number
     assert found["slower"] == 1 and found["worst"] == "s, compiled, context 512: 1.25×" and found["points"] == 2
     assert found["oom"] == "xl/sdpa/512, xl/flash_triton/512"
+    assert (found["points_eager"], found["slower_eager"], found["gm_eager"]) == (1, 0, 0.9)
+    assert (found["points_compiled"], found["slower_compiled"], found["gm_compiled"]) == (1, 1, 1.25)
 
 
 def test_model_steps_time_each_attention_on_one_model_per_point():

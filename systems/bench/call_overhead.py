@@ -4,8 +4,9 @@ At one head of 128 tokens the kernels have almost nothing to do, so a call costs
 issuing it. :func:`call_overhead` times calls back to back, layer by layer of our forward's call path (the
 Python checks, one kernel launch through Triton's JIT with fixed and with autotuned tiles, the allocation
 and the remembered launch a later call makes, the custom op, the autograd function), the backward's
-launches, a Python autograd function that does nothing (the floor any kernel behind one pays), then whole
-calls of ours and of the SDPA back ends.
+launches, a Python autograd function that does nothing, SDPA's own FlashAttention-2 kernels inside a Python
+autograd function (what autograd through Python costs a C++ kernel path), then whole calls of ours and of the SDPA
+back ends.
 
     python -m systems.bench.call_overhead
 """
@@ -35,6 +36,28 @@ class _Nothing(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         return grad
+
+
+class _SdpaFlashInPython(torch.autograd.Function):
+    """SDPA's FlashAttention-2 kernels (the aten operators behind its flash back end) inside a Python autograd
+    function: what a C++ kernel path costs per call once its autograd goes through Python, as ours does."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, is_causal):
+        if q.device.type != "cuda":
+            raise RuntimeError("No available kernel: SDPA's FlashAttention-2 kernels need a GPU")
+        o, lse, cum_q, cum_k, max_q, max_k, seed, offset, _ = torch.ops.aten._scaled_dot_product_flash_attention(
+            q, k, v, 0.0, is_causal)
+        ctx.save_for_backward(q, k, v, o, lse, seed, offset)
+        ctx.lengths, ctx.is_causal = (cum_q, cum_k, max_q, max_k), is_causal
+        return o
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, v, o, lse, seed, offset = ctx.saved_tensors
+        grads = torch.ops.aten._scaled_dot_product_flash_attention_backward(
+            grad, q, k, v, o, lse, *ctx.lengths, 0.0, ctx.is_causal, seed, offset)
+        return *grads, None
 
 
 def per_call_us(fn: Callable, n_calls: int, device: torch.device, repeats: int = 5) -> tuple[float, float]:
@@ -90,6 +113,8 @@ def call_overhead(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 
             lambda: launch.backward(qd, kd, vd, o, do_d, L, is_causal, tuned),
         ("flash_triton", "forward + backward"): backward_of(ours),
         ("autograd.Function doing nothing", "forward + backward"): backward_of(lambda q, k, v, c: _Nothing.apply(q)),
+        ("SDPA flash kernels in a Python autograd.Function", "forward + backward"):
+            backward_of(_SdpaFlashInPython.apply),
     }
     for name in peers:
         steps[(name, "forward")] = lambda attend=attention(name): attend(q, k, v, is_causal)

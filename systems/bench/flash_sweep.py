@@ -254,21 +254,30 @@ def model_steps(sizes, contexts, compiled_sizes=(), tokens: int = 8192, dtype: s
 
 def in_model(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     """Training steps of the model with each attention (rows of :func:`systems.bench.e2e.interleaved`, one per
-    size, mode, context and attention): ms per step side by side, ours over SDPA's; and where ours is slower."""
+    size, mode, context and attention): ms per step side by side ("OOM" where the model did not fit), ours over
+    SDPA's; where ours is slower, overall and per mode."""
     ok = runs.assign(mode=runs.compile.map({False: "eager", True: "compiled"}))
-    table = ok.pivot(index=["size", "mode", "context_length"], columns="attention", values="step_ms")
+    steps = ok.step_ms.astype(object).where(ok.status == "ok", ok.status)
+    table = ok.assign(step_ms=steps).pivot(index=["size", "mode", "context_length"], columns="attention",
+                                           values="step_ms")
     table = table.reindex(pd.MultiIndex.from_frame(ok[["size", "mode", "context_length"]].drop_duplicates()))
     table = table.reset_index()
     table.columns.name = None
-    table["flash_triton/sdpa"] = table.flash_triton / table.sdpa
+    table["flash_triton/sdpa"] = pd.to_numeric(table.flash_triton, errors="coerce") / pd.to_numeric(table.sdpa,
+                                                                                                  errors="coerce")
     slower = table[table["flash_triton/sdpa"] > 1]
     worst = slower.loc[slower["flash_triton/sdpa"].idxmax()] if len(slower) else None
-    return table, {"points": int(table["flash_triton/sdpa"].notna().sum()), "slower": len(slower),
-                   "gm": geometric_mean(table["flash_triton/sdpa"]),
-                   "worst": "none" if worst is None else
-                   f"{worst['size']}, {worst['mode']}, context {worst['context_length']}: {worst['flash_triton/sdpa']:.3g}×",
-                   "oom": ", ".join(f"{r.size}/{r.attention}/{r.context_length}" for r in
-                                    runs[runs.status != "ok"].itertuples()) or "none"}
+    facts = {"points": int(table["flash_triton/sdpa"].notna().sum()), "slower": len(slower),
+             "gm": geometric_mean(table["flash_triton/sdpa"]),
+             "worst": "none" if worst is None else
+             f"{worst['size']}, {worst['mode']}, context {worst['context_length']}: {worst['flash_triton/sdpa']:.3g}×",
+             "oom": ", ".join(f"{r.size}/{r.attention}/{r.context_length}" for r in
+                              runs[runs.status != "ok"].itertuples()) or "none"}
+    for mode in ("eager", "compiled"):
+        ratio = table.loc[table["mode"] == mode, "flash_triton/sdpa"]
+        facts |= {f"points_{mode}": int(ratio.notna().sum()), f"slower_{mode}": int((ratio > 1).sum()),
+                  f"gm_{mode}": geometric_mean(ratio)}
+    return table, facts
 
 
 def step_kernel_time(size: str, context: int, batch: int, dtype: str, attentions=("sdpa", "flash_triton"),
