@@ -546,9 +546,11 @@ def test_layout_key_separates_what_triton_specialises_on():
     assert key(a, a) != key(a, torch.randn(2, 3, 41, 32))  # shape
     assert key(a, a) != key(a, a.transpose(1, 2).contiguous().transpose(1, 2))  # strides
     assert key(a, a) != key(a.half(), a.half())  # dtype
-    flat = torch.randn(a.numel() + 1)
-    shifted = flat[1:].view(a.shape)  # 4 bytes past a 16-byte boundary
+    flat = torch.randn(a.numel() + 2)
+    shifted = flat[1:a.numel() + 1].view(a.shape)  # 4 bytes past a 16-byte boundary
     assert shifted.data_ptr() % 16 != 0 and key(a, a) != key(a, shifted)
+    # Triton asks only whether a pointer is 16-byte aligned: 4 and 8 bytes past a boundary launch the same kernel
+    assert key(a, shifted) == key(a, flat[2:a.numel() + 2].view(a.shape))
 
 
 def test_launches_are_not_remembered_in_the_interpreter():

@@ -116,7 +116,7 @@ def _layout(*tensors: torch.Tensor) -> tuple:
     (Triton specialises pointers on it and integers on their values, all of which follow from these), the dtype
     and the device."""
     t0 = tensors[0]
-    return (t0.dtype, t0.device, *((t.shape, t.stride(), t.data_ptr() % 16) for t in tensors))
+    return (t0.dtype, t0.device, *((t.shape, t.stride(), t.data_ptr() % 16 == 0) for t in tensors))
 
 
 def _current_stream(device: torch.device) -> int:
