@@ -499,6 +499,18 @@ def test_gpu_launches_are_remembered_per_layout(monkeypatch):
 
 @pytest.mark.gpu
 @GPU
+def test_gpu_compiled_call_tunes_a_shape_key_it_has_not_seen(monkeypatch):
+    # the compiler traces the op with stand-in tensors; a shape key not tuned before in the process is tuned on real
+    # tensors of the same layout, so a model compiled in a fresh process runs tuned tiles, not the defaults
+    monkeypatch.setattr(launch, "CHOSEN", {})
+    torch._dynamo.reset()
+    check_sum_backward(torch.compile(APPLY), (2, 3), 333, 64, tol(torch.bfloat16), dtype=torch.bfloat16)
+    assert {key[0] for key in launch.CHOSEN} == {"fwd", "dkdv"}
+    assert all(key[2] == 512 for key in launch.CHOSEN)  # the length's bucket: keyed like an eager call
+
+
+@pytest.mark.gpu
+@GPU
 def test_gpu_compiled_code_launches_the_kernels_itself():
     # on a GPU the ops are triton_ops: the compiler's generated code launches our kernels, no Python op call per
     # layer is left in it
@@ -551,6 +563,20 @@ def test_layout_key_separates_what_triton_specialises_on():
     assert shifted.data_ptr() % 16 != 0 and key(a, a) != key(a, shifted)
     # Triton asks only whether a pointer is 16-byte aligned: 4 and 8 bytes past a boundary launch the same kernel
     assert key(a, shifted) == key(a, flat[2:a.numel() + 2].view(a.shape))
+
+
+def test_real_stand_ins_keep_the_layout_of_the_traced_tensors():
+    # tuning under the compiler runs on real tensors made like the traced ones: same shape, strides, offset (so the
+    # same 16-byte alignment, the same layout key), dtype; a stride-0 tensor too
+    flat = torch.randn(2 * 3 * 40 * 32 + 1)
+    shifted = flat[1:].view(2, 3, 40, 32).transpose(1, 2)
+    expanded = torch.ones(()).expand(2, 3, 40, 32)
+    for t in (shifted, expanded, torch.randn(2, 3, 40, 32).half()):
+        real = launch._real_like(t)
+        assert (real.shape, real.stride(), real.storage_offset(), real.dtype) == \
+            (t.shape, t.stride(), t.storage_offset(), t.dtype)
+        assert launch._layout(real) == launch._layout(t) and launch._concrete([real, 1.0])
+    assert launch._real_like(0.5) == 0.5
 
 
 def test_launches_are_not_remembered_in_the_interpreter():

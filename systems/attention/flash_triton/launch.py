@@ -29,6 +29,7 @@ from typing import Any, Callable
 import torch
 import triton
 from torch._subclasses.fake_tensor import is_fake
+from torch.utils._python_dispatch import _disable_current_modes
 from triton import knobs
 from triton.runtime import driver
 
@@ -142,17 +143,20 @@ def _launch(kind: str, tiles: Tiles | None, autotune: bool, rows: int, batch_hea
             traced: bool = False) -> Launch | None:
     """Launch one kernel over (tiles of ``rows``, batch*heads) with fixed, remembered or (first time) tuned tiles;
     the launch to replay, except after tuning (the next call of the shape key launches the chosen tiles).
-    ``traced``: inside a custom op's body, which the compiler traces with stand-in tensors, so nothing can be timed:
-    the tiles tuned for the shape key earlier, else the defaults, and the launch left to the compiler's code."""
+    ``traced``: inside a custom op's body, which the compiler traces with stand-in tensors on which nothing runs:
+    a shape key seen for the first time is tuned on real tensors of the same layout (:func:`_real_like`), or, with
+    symbolic sizes, takes the defaults; the launch is left to the compiler's code."""
     if tiles is None and autotune and not INTERPRET:
         key = (kind, args[0].dtype, *(meta[k] for k in TUNE_KEY if k in meta))
         tiles = CHOSEN.get(key)
-        if tiles is None and traced:
+        if tiles is None and traced and _concrete(args):
+            with _disable_current_modes():  # real tensors and launches, outside the compiler's tracing
+                _tune(kind, key, rows, batch_heads, tuple(_real_like(a) for a in args), meta)
+            tiles = CHOSEN[key]
+        elif tiles is None and traced:
             tiles = default_tiles(kind, meta["BLOCK_D"], args[0].element_size())
         elif tiles is None:  # tune (or read the tuning from disk) and launch; remember the choice
-            tuner = TUNERS[kind]
-            tuner[lambda m: _grid(triton.cdiv(rows, m[PROGRAM_TILE[kind]]), batch_heads, meta)](*args, **meta)
-            CHOSEN[key] = _to_tiles(tuner.best_config)
+            _tune(kind, key, rows, batch_heads, args, meta)
             return None
     elif tiles is None:
         tiles = default_tiles(kind, meta["BLOCK_D"], args[0].element_size())
@@ -164,6 +168,27 @@ def _launch(kind: str, tiles: Tiles | None, autotune: bool, rows: int, batch_hea
     kwargs = meta | block | {flag: meta[length] % block[tile] == 0}
     kernel = _launcher(kind, traced)[grid](*args, **kwargs, num_warps=tiles.num_warps, num_stages=tiles.num_stages)
     return None if traced else _as_launch(kind, kernel, grid, args, kwargs)
+
+
+def _tune(kind: str, key: tuple, rows: int, batch_heads: int, args, meta) -> None:
+    """Time the candidate tiles on ``args`` (or read the tuning from disk) and remember the choice for ``key``."""
+    tuner = TUNERS[kind]
+    tuner[lambda m: _grid(triton.cdiv(rows, m[PROGRAM_TILE[kind]]), batch_heads, meta)](*args, **meta)
+    CHOSEN[key] = _to_tiles(tuner.best_config)
+
+
+def _concrete(args) -> bool:
+    """Whether every tensor argument has plain integer sizes and strides (not the compiler's symbolic ones)."""
+    return all(isinstance(x, int) for a in args if isinstance(a, torch.Tensor) for x in (*a.shape, *a.stride()))
+
+
+def _real_like(a):
+    """A real tensor with ``a``'s shape, strides, storage offset (so its 16-byte alignment), dtype and device, random
+    values; anything else as it is."""
+    if not isinstance(a, torch.Tensor):
+        return a
+    span = a.storage_offset() + 1 + sum((n - 1) * s for n, s in zip(a.shape, a.stride())) if a.numel() else 0
+    return torch.randn(span, dtype=a.dtype, device=a.device).as_strided(a.shape, a.stride(), a.storage_offset())
 
 
 def _grid(tiles: int, batch_heads: int, meta: dict) -> tuple[int, int]:
