@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
+from systems.attention import get_attention
 from systems.bench import e2e
 from systems.bench.e2e import BenchConfig, benchmark, sweep
 from systems.bench.flops import model_flops
@@ -97,6 +98,23 @@ def test_interleaved_alternates_the_attentions_on_one_model(monkeypatch):
     assert switched == ["sdpa", "naive"] + ["sdpa", "naive", "naive", "sdpa"] * 2 and len(models) == 1
     assert list(rows.attention) == ["sdpa", "naive"] and (rows.status == "ok").all()
     assert all(len(t) == 4 and ms == pd.Series(t).median() for t, ms in zip(rows.step_times_ms, rows.step_ms))
+
+
+def test_interleaved_compiled_model_runs_each_attention_it_is_switched_to(monkeypatch):
+    # under torch.compile the switch must reach the compiled graph (a recompile), not keep the first attention
+    called, original = [], e2e.TransformerLM.set_attention
+
+    def spy(self, name):
+        original(self, name)
+        attend = self.layers[0].attn.attend  # the function the switch installed, whatever the name asked for
+        for block in self.layers:
+            block.attn.attend = lambda q, k, v, c, _f=attend: (called.append(_f.__name__), _f(q, k, v, c))[1]
+
+    monkeypatch.setattr(e2e.TransformerLM, "set_attention", spy)
+    rows = e2e.interleaved(tiny(mode="train", warmup=1, steps=2, compile=True, compile_backend="aot_eager"),
+                           ("sdpa", "naive"))
+    assert (rows.status == "ok").all()
+    assert {get_attention("sdpa").__name__, get_attention("naive").__name__} <= set(called)
 
 
 def test_interleaved_out_of_memory_is_a_row_per_attention(monkeypatch):
