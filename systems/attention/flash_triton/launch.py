@@ -164,7 +164,7 @@ def _launch(kind: str, tiles: Tiles | None, autotune: bool, rows: int, batch_hea
         _interpreter()
     flag, length, tile = EVEN[kind]
     block = {"BLOCK_Q": tiles.block_q, "BLOCK_K": tiles.block_k}
-    grid = _grid(triton.cdiv(rows, block[PROGRAM_TILE[kind]]), batch_heads, meta)
+    grid = _grid(triton.cdiv(rows, block[PROGRAM_TILE[kind]]), batch_heads)
     kwargs = meta | block | {flag: meta[length] % block[tile] == 0}
     kernel = _launcher(kind, traced)[grid](*args, **kwargs, num_warps=tiles.num_warps, num_stages=tiles.num_stages)
     return None if traced else _as_launch(kind, kernel, grid, args, kwargs)
@@ -173,7 +173,7 @@ def _launch(kind: str, tiles: Tiles | None, autotune: bool, rows: int, batch_hea
 def _tune(kind: str, key: tuple, rows: int, batch_heads: int, args, meta) -> None:
     """Time the candidate tiles on ``args`` (or read the tuning from disk) and remember the choice for ``key``."""
     tuner = TUNERS[kind]
-    tuner[lambda m: _grid(triton.cdiv(rows, m[PROGRAM_TILE[kind]]), batch_heads, meta)](*args, **meta)
+    tuner[lambda m: _grid(triton.cdiv(rows, m[PROGRAM_TILE[kind]]), batch_heads)](*args, **meta)
     CHOSEN[key] = _to_tiles(tuner.best_config)
 
 
@@ -191,7 +191,7 @@ def _real_like(a):
     return torch.randn(span, dtype=a.dtype, device=a.device).as_strided(a.shape, a.stride(), a.storage_offset())
 
 
-def _grid(tiles: int, batch_heads: int, meta: dict) -> tuple[int, int]:
+def _grid(tiles: int, batch_heads: int) -> tuple[int, int]:
     """One program per tile and (batch, head), in one dimension: the kernels number them in head groups
     (``kernels._tile_and_head``)."""
     return tiles * batch_heads, 1
