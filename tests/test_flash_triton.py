@@ -30,8 +30,10 @@ from flash_common import (
     saved_logsumexp,
 )
 
-from systems.attention.flash_triton import FlashAttentionTriton, FlashConfig, Tiles, flash_attention_triton, launch
-from systems.attention.flash_triton.launch import _tma_ready, one_pass_backward as _one_pass
+from systems.attention.flash_triton import FlashAttentionTriton, FlashConfig, Tiles, flash_attention_triton, launch, \
+    layouts
+from systems.attention.flash_triton.launch import one_pass_backward as _one_pass
+from systems.attention.flash_triton.layouts import tma_ready as _tma_ready
 from systems.attention.flash_triton.tiles import CANDIDATES, default_tiles
 
 APPLY = FlashAttentionTriton.apply
@@ -437,6 +439,25 @@ def test_gradient_of_the_output_through_its_own_strides():
     check_against_reference(APPLY, q, k, v, True, tol(torch.float32), do=do)
 
 
+
+def test_output_and_gradients_keep_the_model_layout():
+    # a model splits heads as views of (B, N, H, d) projections and joins them after attention: O laid out as
+    # (B, N, H, d) makes the join a view, and gradients laid out as the inputs (dQ as q, dK and dV as v) flow back
+    # without a copy. K and V in different layouts: dK must be written in V's, the layout the kernel is given
+    B, H, N, d = 2, 3, 40, 32
+    q, k, _ = make_qkv((B, H), N, N, d)
+    v = torch.randn(B, N, H, d, device=DEVICE).transpose(1, 2).requires_grad_()
+    o = APPLY(q, k, v, True)
+    joined = o.transpose(1, 2).reshape(B, N, H * d)
+    assert joined.data_ptr() == o.data_ptr() and joined._base is not None  # a view of O, not a copy
+    do = torch.randn_like(o)
+    grads = torch.autograd.grad(o, (q, k, v), do)
+    for name, grad, x in zip(("dQ", "dK", "dV"), grads, (q, v, v)):
+        assert grad.stride() == x.stride(), name
+    expected = reference(q, k, v, do, True)
+    for name, actual, exp in zip(("O", "dQ", "dK", "dV"), (o, *grads), expected[:1] + expected[2:]):
+        assert_close_to(actual, exp, tol(torch.float32), name)
+
 # ---- the launch path ------------------------------------------------------------------------------------------
 
 
@@ -550,8 +571,7 @@ def test_gpu_model_compiled_with_cuda_graphs_matches_eager():
 def test_layout_key_separates_what_triton_specialises_on():
     # the key of a remembered launch: the same for any tensors of one layout, different wherever Triton would
     # compile the kernel differently (shape, strides, dtype, 16-byte alignment)
-    def key(*ts):
-        return launch._layout(*ts)
+    key = layouts.layout_key
 
     a, b = torch.randn(2, 3, 40, 32), torch.randn(2, 3, 40, 32)
     assert key(a, a) == key(b, b)
@@ -575,7 +595,7 @@ def test_real_stand_ins_keep_the_layout_of_the_traced_tensors():
         real = launch._real_like(t)
         assert (real.shape, real.stride(), real.storage_offset(), real.dtype) == \
             (t.shape, t.stride(), t.storage_offset(), t.dtype)
-        assert launch._layout(real) == launch._layout(t) and launch._concrete([real, 1.0])
+        assert layouts.layout_key(real) == layouts.layout_key(t) and launch._concrete([real, 1.0])
     assert launch._real_like(0.5) == 0.5
 
 

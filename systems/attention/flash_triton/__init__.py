@@ -6,13 +6,14 @@ The package reads in the order of a call, bottom-up:
 1. :mod:`.kernels`, the ``@triton.jit`` kernels: the forward, the backward's preprocessing, the dK/dV pass (which
    can add dQ up too: the one-pass backward) and the dQ pass.
 2. :mod:`.tiles` (tile candidates and :class:`FlashConfig`, the switches that measure what each optimisation
-   buys) and :mod:`.launch` (tiles chosen once per shape key, the per-call choices, the custom ops
-   ``torch.compile`` sees).
+   buys), :mod:`.layouts` (how outputs and gradients are laid out, the layout key, TMA readiness) and
+   :mod:`.launch` (tiles chosen once per shape key, the per-call choices, the custom ops ``torch.compile`` sees).
 3. :mod:`.function`: :class:`FlashAttentionTriton`, the ``torch.autograd.Function``, and the public functions.
 
 Any sequence lengths (tiles are masked at the ends), head dims 16..128 (the head-dim block is the next power of two,
 padded with zeros), fp32/fp16/bf16 (bf16 on a GPU only: the CPU interpreter cannot compute it), (B, N, d) or
-(B, H, N, d) with any strides. On a GPU, fp32 inputs use TF32 tensor-core products (Triton's default), as cuBLAS
+(B, H, N, d) with any strides; O is laid out as (B, N, H, d) memory, like SDPA's flash back end's, dQ as q and
+dK, dV as v. On a GPU, fp32 inputs use TF32 tensor-core products (Triton's default), as cuBLAS
 does with TF32 enabled. The backward adds dQ up in the dK/dV pass for 16-bit inputs with head dims up to 64 on a
 GPU, with dQ's additions done by the copy engine's bulk reductions; those land in any order, so dQ's last bits can
 differ from run to run (as in FlashAttention-2 and cuDNN); under ``torch.use_deterministic_algorithms(True)``, and

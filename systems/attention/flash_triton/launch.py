@@ -28,12 +28,12 @@ from typing import Any, Callable
 
 import torch
 import triton
-from torch._subclasses.fake_tensor import is_fake
 from torch.utils._python_dispatch import _disable_current_modes
 from triton import knobs
 from triton.runtime import driver
 
 from systems.attention.flash_triton import kernels
+from systems.attention.flash_triton.layouts import gradients, layout_key, outputs, tma_ready
 from systems.attention.flash_triton.tiles import CANDIDATES, FlashConfig, Tiles, default_tiles, fitting, head_group
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -110,14 +110,6 @@ def _remember(key: tuple, launches: tuple[Launch, ...]) -> None:
     if len(PLANS) >= MAX_PLANS:
         PLANS.clear()
     PLANS[key] = launches
-
-
-def _layout(*tensors: torch.Tensor) -> tuple:
-    """What a remembered launch depends on besides the switches: each tensor's shape, strides and 16-byte alignment
-    (Triton specialises pointers on it and integers on their values, all of which follow from these), the dtype
-    and the device."""
-    t0 = tensors[0]
-    return (t0.dtype, t0.device, *((t.shape, t.stride(), t.data_ptr() % 16 == 0) for t in tensors))
 
 
 def _current_stream(device: torch.device) -> int:
@@ -244,13 +236,11 @@ def launch_forward(q, k, v, o, L, is_causal: bool, cfg: FlashConfig, traced: boo
 
 
 def forward(q, k, v, is_causal: bool, cfg: FlashConfig, traced: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """q (B, H, Nq, d), k, v (B, H, Nk, d), any strides -> O (B, H, Nq, d), L (B, H, Nq) fp32, contiguous.
+    """q (B, H, Nq, d), k, v (B, H, Nk, d), any strides -> O and L as :func:`outputs` lays them out.
     ``traced``: the body of the custom op (see :func:`_launch`)."""
-    B, H, n_q, d = q.shape
-    o = torch.empty((B, H, n_q, d), dtype=q.dtype, device=q.device)
-    L = torch.empty((B, H, n_q), dtype=torch.float32, device=q.device)
+    o, L = outputs(q)
     replay = not traced and _replaying()
-    key = ("fwd", is_causal, cfg, *_layout(q, k, v)) if replay else None
+    key = ("fwd", is_causal, cfg, *layout_key(q, k, v)) if replay else None
     plan = PLANS.get(key)
     if plan is not None:
         plan[0](_current_stream(q.device), q, k, v, o, L)
@@ -263,21 +253,18 @@ def forward(q, k, v, is_causal: bool, cfg: FlashConfig, traced: bool = False) ->
 
 def backward(q, k, v, o, do, L, is_causal: bool, cfg: FlashConfig, traced: bool = False
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(dQ, dK, dV), contiguous (B, H, N, d), from the 4-d q, k, v, O, dO (any strides, the stride-0 gradient of
-    ``o.sum()`` included) and L (B, H, Nq) of the forward. ``traced``: the body of the custom op."""
+    """(dQ, dK, dV) as :func:`gradients` lays them out, from the 4-d q, k, v, O, dO (any strides, the stride-0
+    gradient of ``o.sum()`` included) and L (B, H, Nq) of the forward. ``traced``: the body of the custom op."""
     B, H, n_q, d = q.shape
-    n_k = k.shape[2]
     one_pass = one_pass_backward(cfg, q)
     delta = torch.empty((B, H, n_q), dtype=torch.float32, device=q.device)
-    dk = torch.empty((B, H, n_k, d), dtype=k.dtype, device=q.device)
-    dv = torch.empty_like(dk)
+    dq, dk, dv = gradients(q, k, v)
     # dQ summed over key tiles in fp32, rows padded to BLOCK_D (16-byte aligned for the copy engine); the
     # preprocessing kernel writes its zeros. Two passes need no accumulator: dK stands in for the unused pointer
     # (autotuning zeroes it between its timing runs, and the kernel then writes all of it).
     dq_acc = torch.empty((B, H, n_q, _block_d(d)), dtype=torch.float32, device=q.device) if one_pass else dk
-    dq = dq_acc if one_pass else torch.empty((B, H, n_q, d), dtype=q.dtype, device=q.device)
     replay = not traced and _replaying()
-    key = ("bwd", is_causal, cfg, one_pass, *_layout(q, k, v, o, do, L)) if replay else None
+    key = ("bwd", is_causal, cfg, one_pass, *layout_key(q, k, v, o, do, L)) if replay else None
     plan = PLANS.get(key)
     if plan is not None:
         stream = _current_stream(q.device)
@@ -289,7 +276,7 @@ def backward(q, k, v, o, do, L, is_causal: bool, cfg: FlashConfig, traced: bool 
         launched = _launch_backward(q, k, v, o, do, L, delta, dk, dv, dq_acc, dq, is_causal, cfg, one_pass, traced)
         if replay and None not in launched:
             _remember(key, launched)
-    return (dq_acc[..., :d].to(q.dtype) if one_pass else dq), dk, dv
+    return (dq.copy_(dq_acc[..., :d]) if one_pass else dq), dk, dv
 
 
 def _launch_backward(q, k, v, o, do, L, delta, dk, dv, dq_acc, dq, is_causal: bool, cfg: FlashConfig,
@@ -327,25 +314,10 @@ def _launch_backward(q, k, v, o, do, L, delta, dk, dv, dq_acc, dq, is_causal: bo
 def _use_tma(tma: bool, *streamed: torch.Tensor) -> bool:
     """Whether a kernel asked to use TMA (``tma``) can for these tensors; if so, the descriptors get their
     scratch memory."""
-    use = tma and _tma_ready(*streamed)
+    use = tma and tma_ready(*streamed)
     if use and not INTERPRET:
         triton.set_allocator(_descriptor_scratch)
     return use
-
-
-def _tma_ready(*tensors: torch.Tensor) -> bool:
-    """Whether the copy engine can load tiles of these (B, H, N, d) tensors: a contiguous head dim and 16-byte
-    aligned base and strides (else the kernels load through pointers)."""
-    return all(t.stride(-1) == 1 and _aligned(t) and all(s * t.element_size() % 16 == 0 for s in t.stride()[:-1])
-               for t in tensors)
-
-
-def _aligned(t: torch.Tensor) -> bool:
-    """Whether ``t`` starts on a 16-byte boundary. A tensor the compiler traces has no address yet: PyTorch's
-    allocations start on such boundaries (the compiler copies inputs that do not), so its offset decides."""
-    if is_fake(t):
-        return t.storage_offset() * t.element_size() % 16 == 0
-    return t.data_ptr() % 16 == 0
 
 
 def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
@@ -387,10 +359,8 @@ def flash_bwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor
     return backward(q, k, v, o, do, L, is_causal, FlashConfig.decode(config), traced=not INTERPRET)
 
 
-flash_fwd = _op(flash_fwd, lambda q, k, v, is_causal, config: (
-    q.new_empty(q.shape), q.new_empty(q.shape[:-1], dtype=torch.float32)))
-flash_bwd = _op(flash_bwd, lambda q, k, v, o, do, L, is_causal, config: (
-    q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)))
+flash_fwd = _op(flash_fwd, lambda q, k, v, is_causal, config: outputs(q))
+flash_bwd = _op(flash_bwd, lambda q, k, v, o, do, L, is_causal, config: gradients(q, k, v))
 
 
 def autotune_report() -> dict[str, dict]:
