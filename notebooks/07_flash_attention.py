@@ -35,8 +35,6 @@ from systems.attention import get_attention
 from systems.attention.flash_triton import FlashConfig, Tiles, autotune_report, flash_forward_triton
 from systems.attention.oracle import compare
 from systems.bench import call_overhead, flash_sweep as fs, leaderboard as lb
-from systems.bench.e2e import BenchConfig, sweep
-from systems.model import preset
 
 profile = provenance.resolve_profile(profile)
 on_gpu = torch.cuda.is_available()
@@ -237,11 +235,14 @@ report.glue_all("flash_train", found)
 # What a user of the model sees: full training steps (forward, backward, AdamW; bf16 autocast) of each size with
 # `attention="flash_triton"` against `attention="sdpa"`, at contexts 512, 1024 and 2048, with
 # {glue:text}`flash_tokens` tokens per batch (16, 8 or 4 sequences), eager and, for the small model, with
-# `torch.compile` on the whole model. Steps that short are bound by the host, whose speed drifts during a run
-# (clocks, where the threads land), by more than the difference we look for; so each point is one model whose
-# blocks switch attention between steps (same weights, optimizer and allocator), the two interleaved (A B, B A,
-# ...) after 3 warm-up steps each; the table gives each attention's median of {glue:text}`flash_model_steps`
-# steps.
+# `torch.compile` on the whole model. Each step runs as a training loop runs it: one device sync per step (where a
+# loop would read the loss), none between the forward pass, the backward pass and the optimizer, so the host can
+# run ahead of the GPU from one phase into the next. Steps that short are bound by the host, whose speed drifts
+# during a run (clocks, where the threads land) by more than the difference we look for; so each point is one
+# model whose blocks switch attention between steps (same weights, optimizer and allocator), the two interleaved
+# (A B, B A, ...) after 3 warm-up steps each. The table gives each attention's median of
+# {glue:text}`flash_model_steps` steps and, for the ratio, a 95% interval from a paired bootstrap over the
+# interleaved pairs (`low`, `high`): where it holds 1, the run cannot tell the two apart.
 
 # %% tags=["nbval-ignore-output"]
 steps = fs.model_steps(model_sizes, model_contexts, compiled_sizes, tokens, model_dtype, steps=model_steps)
@@ -260,12 +261,14 @@ report.glue_all("flash_model", found)
 
 # %% [markdown]
 # Over the {glue:text}`flash_model_points` training steps measured, ours takes {glue:text}`flash_model_gm:.3g`× the
-# SDPA model's step time (geometric mean) and is slower at {glue:text}`flash_model_slower` of them; the worst is
-# {glue:text}`flash_model_worst`. Eager, ours is slower at {glue:text}`flash_model_slower_eager` of
-# {glue:text}`flash_model_points_eager` points ({glue:text}`flash_model_gm_eager:.3g`×); compiled, where the compiler
-# launches our kernels from its own code, at {glue:text}`flash_model_slower_compiled` of
-# {glue:text}`flash_model_points_compiled` ({glue:text}`flash_model_gm_compiled:.3g`×). Points that did not fit:
-# {glue:text}`flash_model_oom`.
+# SDPA model's step time (geometric mean) and is slower at {glue:text}`flash_model_slower` of them, at
+# {glue:text}`flash_model_slower_clear` beyond the interval (faster beyond it at
+# {glue:text}`flash_model_faster_clear`); the worst is {glue:text}`flash_model_worst`. Eager, ours is slower at
+# {glue:text}`flash_model_slower_eager` of {glue:text}`flash_model_points_eager` points
+# ({glue:text}`flash_model_slower_clear_eager` beyond the interval; {glue:text}`flash_model_gm_eager:.3g`×);
+# compiled, where the compiler launches our kernels from its own code, at {glue:text}`flash_model_slower_compiled`
+# of {glue:text}`flash_model_points_compiled` ({glue:text}`flash_model_slower_clear_compiled` beyond the interval;
+# {glue:text}`flash_model_gm_compiled:.3g`×). Points that did not fit: {glue:text}`flash_model_oom`.
 #
 # Where the difference goes, at the eager point where ours loses most: the same step with each attention, its wall
 # time next to the GPU's kernel time (torch.profiler, summed over the step's kernels). What the wall time has beyond

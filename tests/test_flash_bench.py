@@ -1,6 +1,7 @@
 """The FlashAttention benchmarks: ratios against the anchors, the slower-shape regimes, the per-call floor and
 the kernel breakdown (their code paths, on a CPU through Triton's interpreter)."""
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -73,7 +74,8 @@ def test_the_sweep_times_every_implementation_mode_and_shape_by_registry_name():
 
 def test_in_model_sets_ours_beside_sdpa_per_point_and_names_each_oom_once():
     runs = pd.DataFrame([
-        {"size": "s", "compile": c, "context_length": 512, "attention": a, "step_ms": ms, "status": "ok"}
+        {"size": "s", "compile": c, "context_length": 512, "attention": a, "step_ms": ms, "status": "ok",
+         "step_times_ms": [ms * f for f in (1.0, 1.02, 0.98, 1.01, 0.99)]}
         for c, a, ms in [(False, "sdpa", 10.0), (False, "flash_triton", 9.0), (True, "sdpa", 4.0),
                          (True, "flash_triton", 5.0)]
     ] + [{"size": "xl", "compile": False, "context_length": 512, "attention": a, "step_ms": float("nan"),
@@ -86,6 +88,19 @@ def test_in_model_sets_ours_beside_sdpa_per_point_and_names_each_oom_once():
     assert found["oom"] == "xl/sdpa/512, xl/flash_triton/512"
     assert (found["points_eager"], found["slower_eager"], found["gm_eager"]) == (1, 0, 0.9)
     assert (found["points_compiled"], found["slower_compiled"], found["gm_compiled"]) == (1, 1, 1.25)
+    # each ratio with its interval: here the steps of a point drift together, so the interval is the ratio itself
+    assert np.allclose(table.low[:2], [0.9, 1.25]) and np.allclose(table.high[:2], [0.9, 1.25])
+    assert table[["low", "high"]].iloc[2].isna().all()
+    assert (found["slower_clear"], found["faster_clear"], found["slower_clear_eager"]) == (1, 1, 0)
+
+
+def test_ratio_interval_pairs_the_interleaved_steps():
+    rng = np.random.default_rng()
+    drift = rng.uniform(1.0, 2.0, 12)  # the host's speed, shared by the two steps of a pair
+    low, high = flash_sweep.ratio_interval(1.05 * drift, drift)
+    assert np.isclose(low, 1.05) and np.isclose(high, 1.05)  # unpaired, the drift would blur it
+    low, high = flash_sweep.ratio_interval(1.05 * drift, rng.permutation(drift))
+    assert low < 1.05 < high and high - low > 0.05
 
 
 def test_model_steps_time_each_attention_on_one_model_per_point():

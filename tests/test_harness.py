@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from systems.attention import get_attention
-from systems.bench import e2e
+from systems.bench import attention_steps, e2e
 from systems.bench.e2e import BenchConfig, benchmark, sweep
 from systems.bench.flops import model_flops
 from systems.bench.timing import time_steps
@@ -52,14 +52,14 @@ def test_benchmark_reports_every_phase(mode, phases):
 
 def test_train_mode_updates_the_weights(monkeypatch):
     seen = {}
-    original = e2e._Step.__init__
+    original = e2e.Step.__init__
 
     def spy(self, cfg, device):
         original(self, cfg, device)
         seen["step"] = self
         seen["before"] = [p.detach().clone() for p in self.model.parameters()]
 
-    monkeypatch.setattr(e2e._Step, "__init__", spy)
+    monkeypatch.setattr(e2e.Step, "__init__", spy)
     benchmark(tiny(mode="train"))
     after = list(seen["step"].model.parameters())
     assert any(not torch.equal(a, b) for a, b in zip(seen["before"], after))
@@ -70,14 +70,14 @@ def test_bf16_autocast_mode_runs():
 
 
 def test_out_of_memory_is_a_row_and_the_sweep_goes_on(monkeypatch):
-    original = e2e._Step.__call__
+    original = e2e.Step.__call__
 
     def call(self):
         if self.cfg.model.context_length == 16:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
         return original(self)
 
-    monkeypatch.setattr(e2e._Step, "__call__", call)
+    monkeypatch.setattr(e2e.Step, "__call__", call)
     df = sweep(tiny(), progress=False, context_length=[8, 16, 4])
     assert list(df.status) == ["ok", OOM, "ok"]
     assert pd.isna(df.loc[1, "forward_ms"]) and df.loc[2, "forward_ms"] > 0
@@ -93,12 +93,24 @@ def test_interleaved_alternates_the_attentions_on_one_model(monkeypatch):
         original(self, name)
 
     monkeypatch.setattr(e2e.TransformerLM, "set_attention", spy)
-    rows = e2e.interleaved(tiny(mode="train", warmup=1, steps=4), ("sdpa", "naive"))
+    rows = attention_steps.interleaved(tiny(mode="train", warmup=1, steps=4), ("sdpa", "naive"))
     # warm-up of each, then A B, B A, A B, B A: each attention first in half the rounds
     assert switched == ["sdpa", "naive"] + ["sdpa", "naive", "naive", "sdpa"] * 2 and len(models) == 1
     assert list(rows.attention) == ["sdpa", "naive"] and (rows.status == "ok").all()
     assert all(len(t) == 4 and ms == pd.Series(t).median() for t, ms in zip(rows.step_times_ms, rows.step_ms))
 
+
+def test_interleaved_steps_sync_once_each_as_a_training_loop_does(monkeypatch):
+    # the host may run ahead of the device from one phase into the next: a sync per step, none per phase
+    synced, original = [], e2e.timed
+
+    def spy(*args, **kwargs):
+        synced.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(e2e, "timed", spy)
+    rows = attention_steps.interleaved(tiny(mode="train", warmup=1, steps=2), ("sdpa", "naive"))
+    assert (rows.status == "ok").all() and len(synced) == 2 * 1 + 2 * 2  # warm-up and timed steps, one each
 
 def test_interleaved_compiled_model_runs_each_attention_it_is_switched_to(monkeypatch):
     # under torch.compile the switch must reach the compiled graph (a recompile), not keep the first attention
@@ -111,7 +123,7 @@ def test_interleaved_compiled_model_runs_each_attention_it_is_switched_to(monkey
             block.attn.attend = lambda q, k, v, c, _f=attend: (called.append(_f.__name__), _f(q, k, v, c))[1]
 
     monkeypatch.setattr(e2e.TransformerLM, "set_attention", spy)
-    rows = e2e.interleaved(tiny(mode="train", warmup=1, steps=2, compile=True, compile_backend="aot_eager"),
+    rows = attention_steps.interleaved(tiny(mode="train", warmup=1, steps=2, compile=True, compile_backend="aot_eager"),
                            ("sdpa", "naive"))
     assert (rows.status == "ok").all()
     assert {get_attention("sdpa").__name__, get_attention("naive").__name__} <= set(called)
@@ -121,8 +133,8 @@ def test_interleaved_out_of_memory_is_a_row_per_attention(monkeypatch):
     def call(self):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
 
-    monkeypatch.setattr(e2e._Step, "__call__", call)
-    rows = e2e.interleaved(tiny(mode="train"), ("sdpa", "naive"))
+    monkeypatch.setattr(e2e.Step, "__call__", call)
+    rows = attention_steps.interleaved(tiny(mode="train"), ("sdpa", "naive"))
     assert list(rows.status) == [OOM, OOM] and rows.step_ms.isna().all()
 
 

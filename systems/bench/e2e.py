@@ -88,6 +88,11 @@ def vary(base: BenchConfig, **changes: Any) -> BenchConfig:
     return replace(base, model=model, **changes)
 
 
+def bench_device(cfg: BenchConfig) -> torch.device:
+    """The device a configuration runs on: its own, else the GPU if there is one."""
+    return torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+
 def autocast(device: torch.device, dtype: str) -> contextlib.AbstractContextManager:
     """Mixed precision for the forward pass, or nothing for fp32."""
     if DTYPES[dtype] is None:
@@ -95,11 +100,13 @@ def autocast(device: torch.device, dtype: str) -> contextlib.AbstractContextMana
     return torch.autocast(device_type=device.type, dtype=DTYPES[dtype])
 
 
-class _Step:
-    """One forward / forward+backward / train step, with each phase timed after a device sync."""
+class Step:
+    """One forward / forward+backward / train step, with each phase timed after a device sync; with ``per_phase``
+    False, a step as a training loop runs it: no sync inside, the host free to run ahead of the GPU from one phase
+    into the next."""
 
-    def __init__(self, cfg: BenchConfig, device: torch.device):
-        self.cfg, self.device = cfg, device
+    def __init__(self, cfg: BenchConfig, device: torch.device, per_phase: bool = True):
+        self.cfg, self.device, self.per_phase = cfg, device, per_phase
         torch.manual_seed(cfg.seed)
         with torch.device(device):
             self.model = TransformerLM(cfg.model, checkpoint_blocks=cfg.checkpoint_blocks)
@@ -115,6 +122,8 @@ class _Step:
         self.peaks: dict[str, float] = {}  # the most memory allocated during each phase (CUDA), bytes
 
     def _timed(self, phase: str, fn):
+        if not self.per_phase:
+            return fn()
         cuda = self.device.type == "cuda"
         if cuda:  # per phase: the step's peak alone cannot say whether activations or the optimizer set it
             torch.cuda.reset_peak_memory_stats(self.device)
@@ -145,7 +154,7 @@ class _Step:
         self.model.zero_grad(set_to_none=True)
 
 
-def _steps(step: _Step, n: int, device: torch.device) -> list[float]:
+def timed_steps(step: Step, n: int, device: torch.device) -> list[float]:
     times = []
     for _ in range(n):
         with timed(device) as elapsed:
@@ -155,15 +164,15 @@ def _steps(step: _Step, n: int, device: torch.device) -> list[float]:
 
 
 def _measure(cfg: BenchConfig, device: torch.device) -> dict[str, Any]:
-    step = _Step(cfg, device)
+    step = Step(cfg, device)
     with annotate("warmup"):
-        warmup_ms = _steps(step, cfg.warmup, device)  # kept: one-time costs (compilation, CUDA context, allocator)
+        warmup_ms = timed_steps(step, cfg.warmup, device)  # kept: one-time costs (compilation, CUDA context, allocator)
     for times in step.phases.values():
         times.clear()
     step.peaks.clear()
     snapshot = record_memory(cfg.memory_snapshot) if cfg.memory_snapshot else contextlib.nullcontext()
     with snapshot, annotate("measured"):
-        totals = _steps(step, cfg.steps, device)
+        totals = timed_steps(step, cfg.steps, device)
     row: dict[str, Any] = {"status": "ok", "warmup_times_ms": warmup_ms}
     total = summarize(totals, cfg.warmup)
     row.update(step_ms=total.mean_ms, step_std_ms=total.std_ms, step_times_ms=total.times_ms)
@@ -184,7 +193,7 @@ def _measure(cfg: BenchConfig, device: torch.device) -> dict[str, Any]:
 
 def benchmark(cfg: BenchConfig) -> dict[str, Any]:
     """Run one configuration; returns its settings, timings (ms), peak memory (MiB), MFU, or status "OOM"."""
-    device = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = bench_device(cfg)
     nvtx.enable(cfg.nvtx)
     try:
         result = run_or_oom(lambda: _measure(cfg, device))
@@ -196,38 +205,6 @@ def benchmark(cfg: BenchConfig) -> dict[str, Any]:
            "params": parameter_count(cfg.model), "model_flops": model_flops(cfg.model, cfg.batch_size, cfg.mode)}
     row.update({"status": OOM} if result == OOM else result)
     return row
-
-
-def interleaved(cfg: BenchConfig, attentions: tuple[str, ...]) -> pd.DataFrame:
-    """``cfg``'s step with each attention in turn on one model (:meth:`TransformerLM.set_attention`): the same
-    weights, optimizer state and allocator, and the steps interleaved (A B, B A, A B, ...), so that drift over the
-    run (clocks, thread placement, other work on the host) falls on every attention alike, as separate runs one
-    after the other cannot promise for host-bound steps. ``cfg.warmup`` untimed steps per attention first
-    (compilation, autotuning), then ``cfg.steps`` timed ones each. A row per attention: the median step (ms) and
-    every step's time, or status "OOM"."""
-    device = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-
-    def measure() -> dict[str, list[float]]:
-        step = _Step(cfg, device)
-        for name in attentions:
-            step.model.set_attention(name)
-            _steps(step, cfg.warmup, device)
-        times: dict[str, list[float]] = {name: [] for name in attentions}
-        for i in range(cfg.steps):
-            for name in attentions if i % 2 == 0 else attentions[::-1]:
-                step.model.set_attention(name)
-                times[name] += _steps(step, 1, device)
-        return times
-
-    try:
-        result = run_or_oom(measure)
-    finally:
-        free_memory()
-    point = {"size": cfg.model.name, "context_length": cfg.model.context_length, "compile": cfg.compile,
-             "batch_size": cfg.batch_size, "dtype": cfg.dtype}
-    return pd.DataFrame([{**point, "attention": name, "status": OOM, "step_ms": float("nan")} if result == OOM else
-                         {**point, "attention": name, "status": "ok", "step_ms": float(pd.Series(result[name]).median()),
-                          "step_times_ms": result[name]} for name in attentions])
 
 
 def sweep(base: BenchConfig, progress: bool = True, out: str | Path | None = None, **grid: list[Any]) -> pd.DataFrame:
@@ -361,24 +338,6 @@ def compile_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
                   "train_min": by_mode.min()["train"], "train_max": by_mode.max()["train"], "first": sizes[0],
                   "last": sizes[-1], "first_train": first["train"], "last_train": last["train"],
                   "shrinks": bool(last["train"] < first["train"])}
-
-
-def device_busy(cfg: BenchConfig) -> dict[str, Any]:
-    """Per measured step of ``cfg`` (warm-up first): wall ms, and ms of GPU kernel time (CUDA activity of
-    torch.profiler, summed; one stream, so kernels do not overlap). What the wall time has beyond the kernels' is
-    time the GPU waited for the host. A GPU measurement: on the CPU the kernel time is NaN."""
-    from torch.profiler import ProfilerActivity, profile
-
-    device = torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    step = _Step(cfg, device)
-    _steps(step, cfg.warmup, device)
-    wall = _steps(step, cfg.steps, device)
-    kernel_ms = float("nan")
-    if device.type == "cuda":
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            _steps(step, cfg.steps, device)
-        kernel_ms = sum(e.self_device_time_total for e in prof.key_averages()) / 1e3 / cfg.steps
-    return {"step_ms": sum(wall) / len(wall), "kernel_ms": kernel_ms}
 
 
 def cold_run(cfg: BenchConfig) -> dict[str, Any]:

@@ -20,6 +20,7 @@ import functools
 from itertools import product
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
@@ -27,7 +28,8 @@ from tqdm.auto import tqdm
 from systems.attention import get_attention
 from systems.attention.peers import refused
 from systems.attention.reference import naive_attention
-from systems.bench.e2e import BenchConfig, device_busy, interleaved
+from systems.bench.attention_steps import device_busy, interleaved
+from systems.bench.e2e import BenchConfig
 from systems.bench.flops import attention_flops
 from systems.bench.timing import time_steps
 from systems.device import OOM, free_memory, is_oom
@@ -243,7 +245,7 @@ def model_steps(sizes, contexts, compiled_sizes=(), tokens: int = 8192, dtype: s
                 attentions=("sdpa", "flash_triton"), warmup: int = 3, steps: int = 10) -> pd.DataFrame:
     """Training steps of each model size at each context (``tokens`` per batch), eager and, for
     ``compiled_sizes``, under ``torch.compile``: every attention on one model, interleaved
-    (:func:`systems.bench.e2e.interleaved`)."""
+    (:func:`systems.bench.attention_steps.interleaved`)."""
     points = [(size, context, compiled) for size in sizes for context in contexts
               for compiled in ((False, True) if size in compiled_sizes else (False,))]
     return pd.concat([interleaved(BenchConfig(preset(size, context_length=context), batch_size=max(1, tokens // context),
@@ -252,38 +254,55 @@ def model_steps(sizes, contexts, compiled_sizes=(), tokens: int = 8192, dtype: s
                       for size, context, compiled in tqdm(points, desc="model steps")], ignore_index=True)
 
 
+def ratio_interval(ours, theirs, draws: int = 4000, seed: int = 0) -> tuple[float, float]:
+    """95% interval of median(ours) / median(theirs) for steps taken in pairs (interleaved, so that step i of each
+    saw the same moment of the host): a paired bootstrap, seeded so the table repeats."""
+    a, b = np.asarray(ours, dtype=float), np.asarray(theirs, dtype=float)
+    idx = np.random.default_rng(seed).integers(0, len(a), (draws, len(a)))
+    low, high = np.percentile(np.median(a[idx], axis=1) / np.median(b[idx], axis=1), [2.5, 97.5])
+    return float(low), float(high)
+
+
 def in_model(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
-    """Training steps of the model with each attention (rows of :func:`systems.bench.e2e.interleaved`, one per
-    size, mode, context and attention): ms per step side by side ("OOM" where the model did not fit), ours over
-    SDPA's; where ours is slower, overall and per mode."""
+    """Training steps of the model with each attention (rows of :func:`systems.bench.attention_steps.interleaved`,
+    one per size, mode, context and attention): ms per step side by side ("OOM" where the model did not fit), ours
+    over SDPA's with its 95% interval (:func:`ratio_interval`); where ours is slower, overall, per mode, and beyond
+    the interval (its low end above 1)."""
     ok = runs.assign(mode=runs.compile.map({False: "eager", True: "compiled"}))
     steps = ok.step_ms.astype(object).where(ok.status == "ok", ok.status)
-    table = ok.assign(step_ms=steps).pivot(index=["size", "mode", "context_length"], columns="attention",
-                                           values="step_ms")
-    table = table.reindex(pd.MultiIndex.from_frame(ok[["size", "mode", "context_length"]].drop_duplicates()))
+    point = ["size", "mode", "context_length"]
+    table = ok.assign(step_ms=steps).pivot(index=point, columns="attention", values="step_ms")
+    table = table.reindex(pd.MultiIndex.from_frame(ok[point].drop_duplicates()))
     table = table.reset_index()
     table.columns.name = None
     table["flash_triton/sdpa"] = pd.to_numeric(table.flash_triton, errors="coerce") / pd.to_numeric(table.sdpa,
                                                                                                   errors="coerce")
-    slower = table[table["flash_triton/sdpa"] > 1]
+    times = ok[ok.status == "ok"].set_index(point + ["attention"]).step_times_ms
+    bounds = [ratio_interval(times[(*key, "flash_triton")], times[(*key, "sdpa")])
+              if (*key, "flash_triton") in times.index and (*key, "sdpa") in times.index else (np.nan, np.nan)
+              for key in table[point].itertuples(index=False)]
+    table["low"], table["high"] = [b[0] for b in bounds], [b[1] for b in bounds]
+    ratio = table["flash_triton/sdpa"]
+    slower = table[ratio > 1]
     worst = slower.loc[slower["flash_triton/sdpa"].idxmax()] if len(slower) else None
-    facts = {"points": int(table["flash_triton/sdpa"].notna().sum()), "slower": len(slower),
-             "gm": geometric_mean(table["flash_triton/sdpa"]),
+    facts = {"points": int(ratio.notna().sum()), "slower": len(slower), "gm": geometric_mean(ratio),
+             "slower_clear": int((table.low > 1).sum()), "faster_clear": int((table.high < 1).sum()),
              "worst": "none" if worst is None else
              f"{worst['size']}, {worst['mode']}, context {worst['context_length']}: {worst['flash_triton/sdpa']:.3g}×",
              "oom": ", ".join(f"{r.size}/{r.attention}/{r.context_length}" for r in
                               runs[runs.status != "ok"].itertuples()) or "none"}
     for mode in ("eager", "compiled"):
-        ratio = table.loc[table["mode"] == mode, "flash_triton/sdpa"]
+        rows = table[table["mode"] == mode]
+        ratio = rows["flash_triton/sdpa"]
         facts |= {f"points_{mode}": int(ratio.notna().sum()), f"slower_{mode}": int((ratio > 1).sum()),
-                  f"gm_{mode}": geometric_mean(ratio)}
+                  f"slower_clear_{mode}": int((rows.low > 1).sum()), f"gm_{mode}": geometric_mean(ratio)}
     return table, facts
 
 
 def step_kernel_time(size: str, context: int, batch: int, dtype: str, attentions=("sdpa", "flash_triton"),
                      steps: int = 5) -> pd.DataFrame:
-    """One training step of the model per attention: wall ms and GPU kernel ms (:func:`e2e.device_busy`); the
-    difference is time the GPU waited for the host."""
+    """One training step of the model per attention: wall ms and GPU kernel ms
+    (:func:`systems.bench.attention_steps.device_busy`); the difference is time the GPU waited for the host."""
     rows = []
     for attention in attentions:
         cfg = BenchConfig(preset(size, context_length=context, attention=attention), batch_size=batch, mode="train",

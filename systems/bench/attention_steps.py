@@ -1,0 +1,68 @@
+"""One model's training steps with its attention swapped between them: the fair way to compare attentions where it
+matters, in the step a user trains with.
+
+Steps here run as a training loop runs them, one device sync per step and none between its phases, so that the host
+can run ahead of the GPU from the forward pass into the backward pass and the optimizer; a step that is bound by the
+host pays for its host time once, not at every phase (:class:`systems.bench.e2e.Step` times phases separately for
+the other chapters).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import torch
+
+from systems.bench.e2e import BenchConfig, Step, bench_device, timed_steps
+from systems.device import OOM, free_memory, run_or_oom
+
+
+def interleaved(cfg: BenchConfig, attentions: tuple[str, ...]) -> pd.DataFrame:
+    """``cfg``'s step with each attention in turn on one model (:meth:`TransformerLM.set_attention`): the same
+    weights, optimizer state and allocator, and the steps interleaved (A B, B A, A B, ...), so that drift over the
+    run (clocks, thread placement, other work on the host) falls on every attention alike, as separate runs one
+    after the other cannot promise for host-bound steps. ``cfg.warmup`` untimed steps per attention first
+    (compilation, autotuning), then ``cfg.steps`` timed ones each. A row per attention: the median step (ms) and
+    every step's time, or status "OOM"."""
+    device = bench_device(cfg)
+
+    def measure() -> dict[str, list[float]]:
+        step = Step(cfg, device, per_phase=False)
+        for name in attentions:
+            step.model.set_attention(name)
+            timed_steps(step, cfg.warmup, device)
+        times: dict[str, list[float]] = {name: [] for name in attentions}
+        for i in range(cfg.steps):
+            for name in attentions if i % 2 == 0 else attentions[::-1]:
+                step.model.set_attention(name)
+                times[name] += timed_steps(step, 1, device)
+        return times
+
+    try:
+        result = run_or_oom(measure)
+    finally:
+        free_memory()
+    point = {"size": cfg.model.name, "context_length": cfg.model.context_length, "compile": cfg.compile,
+             "batch_size": cfg.batch_size, "dtype": cfg.dtype}
+    return pd.DataFrame([{**point, "attention": name, "status": OOM, "step_ms": float("nan")} if result == OOM else
+                         {**point, "attention": name, "status": "ok", "step_ms": float(pd.Series(result[name]).median()),
+                          "step_times_ms": result[name]} for name in attentions])
+
+
+def device_busy(cfg: BenchConfig) -> dict[str, Any]:
+    """Per measured step of ``cfg`` (warm-up first): wall ms, and ms of GPU kernel time (CUDA activity of
+    torch.profiler, summed; one stream, so kernels do not overlap). What the wall time has beyond the kernels' is
+    time the GPU waited for the host. A GPU measurement: on the CPU the kernel time is NaN."""
+    from torch.profiler import ProfilerActivity, profile
+
+    device = bench_device(cfg)
+    step = Step(cfg, device, per_phase=False)
+    timed_steps(step, cfg.warmup, device)
+    wall = timed_steps(step, cfg.steps, device)
+    kernel_ms = float("nan")
+    if device.type == "cuda":
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            timed_steps(step, cfg.steps, device)
+        kernel_ms = sum(e.self_device_time_total for e in prof.key_averages()) / 1e3 / cfg.steps
+    return {"step_ms": sum(wall) / len(wall), "kernel_ms": kernel_ms}
