@@ -51,10 +51,12 @@ def pick(condition: bool, yes: str, no: str) -> str:
 
 
 def times(ratio: float, above: str = "slower", below: str = "faster", digits: int = 3) -> str:
-    """A time ratio (ours / theirs) in words: "1.43× slower" above 1, "2.1× faster" (1/ratio) below it."""
-    if ratio >= 1:
-        return f"{fmt(ratio, digits)}× {above}"
-    return f"{fmt(1 / ratio, digits)}× {below}"
+    """A time ratio (ours / theirs) in words: "1.43× slower" above 1, "2.1× faster" (1/ratio) below it; within 1%
+    of 1 in percent ("0.41% slower"), where "1× faster" would say nothing."""
+    factor, word = (ratio, above) if ratio >= 1 else (1 / ratio, below)
+    if factor < 1.01:
+        return f"{fmt((factor - 1) * 100, 2)}% {word}"
+    return f"{fmt(factor, digits)}× {word}"
 
 
 def save_table(df, data_dir: str | Path | None, name: str, show_link: bool = True) -> Path | None:

@@ -101,6 +101,12 @@ def test_tables_keep_integers_and_words_beside_floats():
     assert cells(report.markdown_table(mixed, floatfmt=".2f")) == [["128", "1.23", "0.50"], ["4096", "20.00", "OOM"]]
 
 
+def test_time_ratios_in_words_say_something_near_one():
+    assert report.times(1.4305) == "1.43× slower" and report.times(1 / 2.1) == "2.1× faster"
+    # "1× faster" says nothing: within 1% the words give the percentage
+    assert report.times(0.99973) == "0.027% faster" and report.times(1.0041) == "0.41% slower"
+    assert report.times(1.0) == "0% slower"
+
 def test_prose_and_tables_show_wherever_they_are_called(monkeypatch):
     # not only as a cell's last expression: inside an `if`, or with code after them
     import IPython.display

@@ -51,9 +51,10 @@ def interleaved(cfg: BenchConfig, attentions: tuple[str, ...]) -> pd.DataFrame:
 
 
 def device_busy(cfg: BenchConfig) -> dict[str, Any]:
-    """Per measured step of ``cfg`` (warm-up first): wall ms, and ms of GPU kernel time (CUDA activity of
-    torch.profiler, summed; one stream, so kernels do not overlap). What the wall time has beyond the kernels' is
-    time the GPU waited for the host. A GPU measurement: on the CPU the kernel time is NaN."""
+    """Per measured step of ``cfg`` (warm-up first): wall ms (the median: a host-bound step has outliers far above
+    it), and ms of GPU kernel time (CUDA activity of torch.profiler, summed; one stream, so kernels do not overlap).
+    What the wall time has beyond the kernels' is time the GPU waited for the host. A GPU measurement: on the CPU
+    the kernel time is NaN."""
     from torch.profiler import ProfilerActivity, profile
 
     device = bench_device(cfg)
@@ -65,4 +66,4 @@ def device_busy(cfg: BenchConfig) -> dict[str, Any]:
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             timed_steps(step, cfg.steps, device)
         kernel_ms = sum(e.self_device_time_total for e in prof.key_averages()) / 1e3 / cfg.steps
-    return {"step_ms": sum(wall) / len(wall), "kernel_ms": kernel_ms}
+    return {"step_ms": float(pd.Series(wall).median()), "kernel_ms": kernel_ms}

@@ -300,7 +300,7 @@ def in_model(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
 
 
 def step_kernel_time(size: str, context: int, batch: int, dtype: str, attentions=("sdpa", "flash_triton"),
-                     steps: int = 5) -> pd.DataFrame:
+                     steps: int = 10) -> pd.DataFrame:
     """One training step of the model per attention: wall ms and GPU kernel ms
     (:func:`systems.bench.attention_steps.device_busy`); the difference is time the GPU waited for the host."""
     rows = []
