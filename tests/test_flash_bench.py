@@ -3,9 +3,10 @@ the kernel breakdown (their code paths, on a CPU through Triton's interpreter)."
 
 import numpy as np
 import pandas as pd
+import pytest
 import torch
 
-from systems.bench import call_overhead, flash_sweep, leaderboard
+from systems.bench import attention_steps, call_overhead, flash_sweep, leaderboard
 
 
 def sweep_rows(times: dict[str, dict[int, float]], d: int = 64, mode: str = "fwd_bwd") -> list[dict]:
@@ -110,6 +111,18 @@ def test_model_steps_time_each_attention_on_one_model_per_point():
     assert list(runs.batch_size) == [4, 4, 2, 2] and (runs.status == "ok").all()
     assert all(len(t) == 3 and ms == sorted(t)[1] for t, ms in zip(runs.step_times_ms, runs.step_ms))
 
+
+def test_a_point_is_timed_here_and_in_a_fresh_process():
+    table = flash_sweep.here_and_apart("tiny", 16, 32, "fp32", steps=2)
+    assert list(table.process) == ["this process", "a fresh process"]
+    assert (pd.to_numeric(table.flash_triton) > 0).all() and (pd.to_numeric(table.sdpa) > 0).all()
+    assert table[["low", "high"]].notna().all().all()
+
+
+def test_a_fresh_process_that_fails_says_why():
+    cfg = flash_sweep._step_config("tiny", 16, 32, "fp32", 1, 1)
+    with pytest.raises(RuntimeError, match="unknown attention implementation 'nope'"):
+        attention_steps.interleaved_apart(cfg, ("sdpa", "nope"))
 
 def test_step_kernel_time_runs_a_step_per_attention():
     # on a CPU there are no kernels to sum: the kernel time is NaN, the step's wall time is measured

@@ -9,12 +9,17 @@ the other chapters).
 
 from __future__ import annotations
 
+import json
+import sys
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import torch
 
-from systems.bench.e2e import BenchConfig, Step, bench_device, timed_steps
+from systems.bench.e2e import BenchConfig, Step, bench_device, in_fresh_process, timed_steps
 from systems.device import OOM, free_memory, run_or_oom
 
 
@@ -67,3 +72,26 @@ def device_busy(cfg: BenchConfig) -> dict[str, Any]:
             timed_steps(step, cfg.steps, device)
         kernel_ms = sum(e.self_device_time_total for e in prof.key_averages()) / 1e3 / cfg.steps
     return {"step_ms": float(pd.Series(wall).median()), "kernel_ms": kernel_ms}
+
+
+def interleaved_apart(cfg: BenchConfig, attentions: tuple[str, ...]) -> pd.DataFrame:
+    """:func:`interleaved` in a fresh Python process: the steps without a notebook's kernel (and its threads) around
+    them, and without what earlier measurements left loaded. The same rows."""
+    with tempfile.TemporaryDirectory() as tmp:
+        spec, out = Path(tmp) / "spec.json", Path(tmp) / "rows.json"
+        spec.write_text(json.dumps({"config": asdict(cfg), "attentions": list(attentions)}))
+        in_fresh_process("systems.bench.attention_steps", str(spec), str(out), what="model steps in a fresh process")
+        return pd.DataFrame(json.loads(out.read_text()))
+
+
+def main(argv: list[str]) -> None:
+    """``python -m systems.bench.attention_steps SPEC OUT``: :func:`interleaved` of the configuration and attentions
+    in the JSON file SPEC, its rows written to OUT as JSON (what :func:`interleaved_apart` runs)."""
+    spec_path, out = argv
+    spec = json.loads(Path(spec_path).read_text())
+    rows = interleaved(BenchConfig.from_dict(spec["config"]), tuple(spec["attentions"]))
+    Path(out).write_text(rows.to_json(orient="records"))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

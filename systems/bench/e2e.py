@@ -346,11 +346,16 @@ def cold_run(cfg: BenchConfig) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         config, out = Path(tmp) / "config.json", Path(tmp) / "result.json"
         config.write_text(json.dumps([asdict(cfg)]))
-        proc = subprocess.run([sys.executable, "-m", "systems.bench.e2e", "--config", str(config), "--json", str(out)],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"benchmark process failed:\n{proc.stderr[-3000:]}")
+        in_fresh_process("systems.bench.e2e", "--config", str(config), "--json", str(out), what="benchmark process")
         return json.loads(out.read_text())["results"][0]
+
+
+def in_fresh_process(module: str, *args: str, what: str) -> None:
+    """``python -m module args`` in a fresh Python process: nothing loaded, no notebook kernel around it. Raises with
+    the process's error output if it fails."""
+    proc = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} failed:\n{proc.stderr[-3000:]}")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 from systems.attention import get_attention
 from systems.attention.peers import refused
 from systems.attention.reference import naive_attention
-from systems.bench.attention_steps import device_busy, interleaved
+from systems.bench.attention_steps import device_busy, interleaved, interleaved_apart
 from systems.bench.e2e import BenchConfig
 from systems.bench.flops import attention_flops
 from systems.bench.timing import time_steps
@@ -241,6 +241,13 @@ def training_summary(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     return summary, facts
 
 
+def _step_config(size: str, context: int, tokens: int, dtype: str, warmup: int, steps: int,
+                 compiled: bool = False) -> BenchConfig:
+    """A training step of preset ``size`` at ``context`` with ``tokens`` per batch."""
+    return BenchConfig(preset(size, context_length=context), batch_size=max(1, tokens // context), mode="train",
+                       dtype=dtype, warmup=warmup, steps=steps, compile=compiled)
+
+
 def model_steps(sizes, contexts, compiled_sizes=(), tokens: int = 8192, dtype: str = "bf16",
                 attentions=("sdpa", "flash_triton"), warmup: int = 3, steps: int = 10) -> pd.DataFrame:
     """Training steps of each model size at each context (``tokens`` per batch), eager and, for
@@ -248,10 +255,20 @@ def model_steps(sizes, contexts, compiled_sizes=(), tokens: int = 8192, dtype: s
     (:func:`systems.bench.attention_steps.interleaved`)."""
     points = [(size, context, compiled) for size in sizes for context in contexts
               for compiled in ((False, True) if size in compiled_sizes else (False,))]
-    return pd.concat([interleaved(BenchConfig(preset(size, context_length=context), batch_size=max(1, tokens // context),
-                                              mode="train", dtype=dtype, warmup=warmup, steps=steps, compile=compiled),
-                                  attentions)
+    return pd.concat([interleaved(_step_config(size, context, tokens, dtype, warmup, steps, compiled), attentions)
                       for size, context, compiled in tqdm(points, desc="model steps")], ignore_index=True)
+
+
+def here_and_apart(size: str, context: int, tokens: int, dtype: str, steps: int,
+                   attentions=("sdpa", "flash_triton")) -> pd.DataFrame:
+    """One eager in-model point timed twice: in this process, then in a fresh one
+    (:func:`systems.bench.attention_steps.interleaved_apart`). Where the two disagree, the process around the steps
+    (a notebook's kernel, what earlier work left loaded) is part of the result. :func:`in_model`'s table, one row per
+    process (column ``process``)."""
+    cfg = _step_config(size, context, tokens, dtype, 3, steps)
+    return pd.concat([in_model(run(cfg, attentions))[0].assign(process=where)
+                      for where, run in (("this process", interleaved), ("a fresh process", interleaved_apart))],
+                     ignore_index=True)
 
 
 def ratio_interval(ours, theirs, draws: int = 4000, seed: int = 0) -> tuple[float, float]:
