@@ -124,6 +124,19 @@ def test_a_fresh_process_that_fails_says_why():
     with pytest.raises(RuntimeError, match="unknown attention implementation 'nope'"):
         attention_steps.interleaved_apart(cfg, ("sdpa", "nope"))
 
+
+def test_the_fresh_process_runner_refuses_a_bad_spec_with_a_usage_error(tmp_path, capsys):
+    bad = tmp_path / "spec.json"
+    no_attention = '{"config": {"model": {}}, "attentions": []}'
+    for text in ("not json", '{"config": {}}', '{"attentions": ["sdpa"]}', no_attention):
+        bad.write_text(text)
+        with pytest.raises(SystemExit) as exit_:
+            attention_steps.main([str(bad), str(tmp_path / "rows.json")])
+        assert exit_.value.code == 2 and "cannot read the spec" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        attention_steps.main([])
+    assert exit_.value.code == 2 and "usage:" in capsys.readouterr().err
+
 def test_step_kernel_time_runs_a_step_per_attention():
     # on a CPU there are no kernels to sum: the kernel time is NaN, the step's wall time is measured
     table = flash_sweep.step_kernel_time("tiny", 32, 2, "fp32", attentions=("sdpa", "naive"), steps=1)

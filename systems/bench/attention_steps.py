@@ -9,8 +9,8 @@ the other chapters).
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
@@ -20,6 +20,7 @@ import pandas as pd
 import torch
 
 from systems.bench.e2e import BenchConfig, Step, bench_device, in_fresh_process, timed_steps
+from systems.cli import HelpFormatter
 from systems.device import OOM, free_memory, run_or_oom
 
 
@@ -30,6 +31,8 @@ def interleaved(cfg: BenchConfig, attentions: tuple[str, ...]) -> pd.DataFrame:
     after the other cannot promise for host-bound steps. ``cfg.warmup`` untimed steps per attention first
     (compilation, autotuning), then ``cfg.steps`` timed ones each. A row per attention: the median step (ms) and
     every step's time, or status "OOM"."""
+    if not attentions:
+        raise ValueError("interleaved needs at least one attention to time")
     device = bench_device(cfg)
 
     def measure() -> dict[str, list[float]]:
@@ -84,14 +87,23 @@ def interleaved_apart(cfg: BenchConfig, attentions: tuple[str, ...]) -> pd.DataF
         return pd.DataFrame(json.loads(out.read_text()))
 
 
-def main(argv: list[str]) -> None:
-    """``python -m systems.bench.attention_steps SPEC OUT``: :func:`interleaved` of the configuration and attentions
-    in the JSON file SPEC, its rows written to OUT as JSON (what :func:`interleaved_apart` runs)."""
-    spec_path, out = argv
-    spec = json.loads(Path(spec_path).read_text())
-    rows = interleaved(BenchConfig.from_dict(spec["config"]), tuple(spec["attentions"]))
-    Path(out).write_text(rows.to_json(orient="records"))
+def main(argv: list[str] | None = None) -> None:
+    """``python -m systems.bench.attention_steps SPEC OUT``: what :func:`interleaved_apart` runs."""
+    parser = argparse.ArgumentParser(prog="python -m systems.bench.attention_steps", formatter_class=HelpFormatter,
+                                     description="Interleaved training steps of one model with each attention "
+                                                 "(systems.bench.attention_steps.interleaved), rows written as JSON.")
+    parser.add_argument("spec", type=Path, help='JSON: {"config": a BenchConfig as a dict, "attentions": [names]}')
+    parser.add_argument("out", type=Path, help="where the rows go, as JSON")
+    args = parser.parse_args(argv)
+    try:
+        spec = json.loads(args.spec.read_text())
+        cfg, attentions = BenchConfig.from_dict(spec["config"]), tuple(spec["attentions"])
+        if not attentions:
+            raise ValueError("no attentions listed")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        parser.error(f"cannot read the spec {args.spec}: {exc!r}")
+    args.out.write_text(interleaved(cfg, attentions).to_json(orient="records"))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()
