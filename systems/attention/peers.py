@@ -2,7 +2,8 @@
 every benchmark of ours is measured against in the same run.
 
 A back end that cannot run an input (the SDPA fused kernels take no fp32, cuDNN wants a GPU) raises
-PyTorch's own error; :func:`refused` tells such an error from a bug.
+PyTorch's own error (or, from a stand-in of ours, :class:`Unavailable`); :func:`refused` tells such an error
+from a bug.
 """
 
 from __future__ import annotations
@@ -53,6 +54,12 @@ def flex(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool) -> 
     return _compiled_flex()(q, k, v, block_mask=mask)
 
 
+class Unavailable(RuntimeError):
+    """Raised by a stand-in of ours for a PyTorch kernel path that this device lacks (SDPA's flash kernels called
+    directly on a CPU); :func:`refused` counts it as PyTorch's own refusals."""
+
+
 def refused(exc: BaseException) -> bool:
     """A back end saying it cannot run this input (dtype, head dim, device), as opposed to a bug."""
-    return any(words in str(exc) for words in ("No available kernel", "No viable backend"))
+    return isinstance(exc, Unavailable) or any(words in str(exc) for words in ("No available kernel",
+                                                                              "No viable backend"))

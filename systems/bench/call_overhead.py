@@ -21,7 +21,7 @@ import torch
 from tqdm.auto import tqdm
 
 from systems.attention._checks import check_attention_inputs
-from systems.attention.peers import refused
+from systems.attention.peers import Unavailable, refused
 from systems.bench.flash_sweep import DTYPES, UNSUPPORTED, attention
 from systems.device import timed
 
@@ -38,15 +38,6 @@ class _Nothing(torch.autograd.Function):
         return grad
 
 
-class _NeedsGpu(RuntimeError):
-    """SDPA's flash kernels called on a CPU, where they do not exist: a row that reads "unsupported", as PyTorch's
-    own refusals do (:func:`_unsupported`)."""
-
-
-def _unsupported(exc: RuntimeError) -> bool:
-    return isinstance(exc, _NeedsGpu) or refused(exc)
-
-
 class _SdpaFlashInPython(torch.autograd.Function):
     """SDPA's FlashAttention-2 kernels (the aten operators behind its flash back end) inside a Python autograd
     function: what a C++ kernel path costs per call once its autograd goes through Python, as ours does."""
@@ -54,7 +45,7 @@ class _SdpaFlashInPython(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, is_causal):
         if q.device.type != "cuda":
-            raise _NeedsGpu("SDPA's FlashAttention-2 kernels need a GPU")
+            raise Unavailable("SDPA's FlashAttention-2 kernels need a GPU")
         o, lse, cum_q, cum_k, max_q, max_k, seed, offset, _ = torch.ops.aten._scaled_dot_product_flash_attention(
             q, k, v, 0.0, is_causal)
         ctx.save_for_backward(q, k, v, o, lse, seed, offset)
@@ -133,7 +124,7 @@ def call_overhead(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 
         try:
             host, wall = per_call_us(fn, n_calls, device)
         except RuntimeError as exc:
-            if not _unsupported(exc):
+            if not refused(exc):
                 raise
             host = wall = UNSUPPORTED
         rows.append({"impl": impl, "what": what, "host_us": host, "wall_us": wall})
@@ -179,7 +170,7 @@ def call_floor(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 300
                 fn()
             _, wall = per_call_us(fn, n_calls, device)
         except RuntimeError as exc:
-            if not _unsupported(exc):
+            if not refused(exc):
                 raise
             wall = UNSUPPORTED
         rows.append({"impl": impl, "mode": mode, "wall_us": wall})
