@@ -281,8 +281,7 @@ report.glue_all("flash_model", found)
 # %% tags=["nbval-ignore-output"]
 eager = table[table["mode"] == "eager"].dropna(subset=["flash_triton/sdpa"])
 worst = eager.loc[eager["flash_triton/sdpa"].idxmax()]
-busy = fs.step_kernel_time(worst["size"], int(worst.context_length), max(1, tokens // int(worst.context_length)),
-                           model_dtype)
+busy = fs.step_kernel_time(worst["size"], int(worst.context_length), tokens, model_dtype)
 report.save_table(busy, data_dir, "in_model_kernel_time")
 report.table(busy, ".1f")
 

@@ -139,7 +139,7 @@ def test_the_fresh_process_runner_refuses_a_bad_spec_with_a_usage_error(tmp_path
 
 def test_step_kernel_time_runs_a_step_per_attention():
     # on a CPU there are no kernels to sum: the kernel time is NaN, the step's wall time is measured
-    table = flash_sweep.step_kernel_time("tiny", 32, 2, "fp32", attentions=("sdpa", "naive"), steps=1)
+    table = flash_sweep.step_kernel_time("tiny", 32, 64, "fp32", attentions=("sdpa", "naive"), steps=1)
     assert list(table.attention) == ["sdpa", "naive"]
     assert (table.step_ms > 0).all()
     if not torch.cuda.is_available():

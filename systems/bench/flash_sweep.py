@@ -29,7 +29,7 @@ from systems.attention import get_attention
 from systems.attention.peers import refused
 from systems.attention.reference import naive_attention
 from systems.bench.attention_steps import device_busy, interleaved, interleaved_apart
-from systems.bench.e2e import BenchConfig
+from systems.bench.e2e import BenchConfig, vary
 from systems.bench.flops import attention_flops
 from systems.bench.timing import time_steps
 from systems.device import OOM, free_memory, is_oom
@@ -316,15 +316,12 @@ def in_model(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     return table, facts
 
 
-def step_kernel_time(size: str, context: int, batch: int, dtype: str, attentions=("sdpa", "flash_triton"),
+def step_kernel_time(size: str, context: int, tokens: int, dtype: str, attentions=("sdpa", "flash_triton"),
                      steps: int = 10) -> pd.DataFrame:
-    """One training step of the model per attention: wall ms and GPU kernel ms
+    """One training step of the model (``tokens`` per batch) per attention: wall ms and GPU kernel ms
     (:func:`systems.bench.attention_steps.device_busy`); the difference is time the GPU waited for the host."""
-    rows = []
-    for attention in attentions:
-        cfg = BenchConfig(preset(size, context_length=context, attention=attention), batch_size=batch, mode="train",
-                          dtype=dtype, warmup=3, steps=steps)
-        rows.append({"attention": attention, **device_busy(cfg)})
+    cfg = _step_config(size, context, tokens, dtype, 3, steps)
+    rows = [{"attention": attention, **device_busy(vary(cfg, attention=attention))} for attention in attentions]
     table = pd.DataFrame(rows)
     table["host_wait_ms"] = table.step_ms - table.kernel_ms
     return table
