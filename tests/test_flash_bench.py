@@ -5,8 +5,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from systems.attention.peers import sdpa_choice
 from systems.bench import attention_steps, call_overhead, flash_sweep, leaderboard
+from systems.model import TransformerLM
 
 
 def sweep_rows(times: dict[str, dict[int, float]], d: int = 64, mode: str = "fwd_bwd") -> list[dict]:
@@ -139,10 +142,45 @@ def test_the_fresh_process_runner_refuses_a_bad_spec_with_a_usage_error(tmp_path
 
 def test_step_kernel_time_runs_a_step_per_attention():
     # on a CPU there are no kernels to sum: the kernel time is NaN, the step's wall time is measured
-    table = flash_sweep.step_kernel_time("tiny", 32, 64, "fp32", attentions=("sdpa", "naive"), steps=1)
+    table, own = flash_sweep.step_kernel_time("tiny", 32, 64, "fp32", attentions=("sdpa", "naive"), steps=1)
     assert list(table.attention) == ["sdpa", "naive"]
     assert (table.step_ms > 0).all()
     if not torch.cuda.is_available():
-        assert table.kernel_ms.isna().all() and table.host_wait_ms.isna().all()
+        assert table.kernel_ms.isna().all() and table.host_wait_ms.isna().all() and table.own_kernel_ms.isna().all()
+        assert own.empty
     else:
         assert ((table.kernel_ms > 0) & (table.kernel_ms <= table.step_ms)).all()
+        # an attention's own kernels ran with it alone, and add up to its own kernel time
+        assert not set(own[own.attention == "sdpa"].kernel) & set(own[own.attention == "naive"].kernel)
+        by = own.groupby("attention").ms.sum()
+        for row in table.itertuples():
+            assert row.own_kernel_ms == pytest.approx(by.get(row.attention, 0.0))
+            assert 0 < row.own_kernel_ms <= row.kernel_ms
+
+
+def test_sdpa_choice_names_the_back_end_the_dispatcher_would_run():
+    q = torch.randn(1, 2, 8, 16)
+    with sdpa_kernel(SDPBackend.MATH):
+        assert sdpa_choice(q, q, q, True) == "math"
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        assert sdpa_choice(q, q, q, True) == "FlashAttention-2"
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION), pytest.raises(RuntimeError, match="No viable backend"):
+        sdpa_choice(q, q, q, True)  # cuDNN takes no CPU tensors
+
+
+def test_model_attention_inputs_are_laid_out_as_the_model_calls_its_attention():
+    seen = []
+
+    def spy(q, k, v, is_causal):
+        seen.append((q, k, v))
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+
+    cfg = flash_sweep._step_config("tiny", 32, 64, "fp32", 0, 1)
+    model = TransformerLM(cfg.model)
+    for block in model.layers:
+        block.attn.attend = spy
+    model(torch.randint(0, cfg.model.vocab_size, (cfg.batch_size, 32)))
+    expected = flash_sweep.model_attention_inputs("tiny", 32, 64, "fp32")
+    for got, want in zip(seen[0], expected):
+        assert (got.shape, got.stride(), got.dtype) == (want.shape, want.stride(), want.dtype)
+    assert flash_sweep.model_sdpa_choice("tiny", 32, 64, "fp32") == sdpa_choice(*seen[0], True)

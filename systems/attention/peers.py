@@ -30,6 +30,18 @@ def sdpa_cudnn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: boo
         return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
 
 
+SDPA_BACKENDS = {SDPBackend.FLASH_ATTENTION: "FlashAttention-2", SDPBackend.CUDNN_ATTENTION: "cuDNN",
+                 SDPBackend.EFFICIENT_ATTENTION: "memory-efficient", SDPBackend.MATH: "math"}
+
+
+def sdpa_choice(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool) -> str:
+    """The back end :func:`sdpa` runs for these inputs, as PyTorch's dispatcher decides it (device, dtype, shapes,
+    strides and the back ends enabled), in words: "cuDNN", "FlashAttention-2", "memory-efficient" or "math" (a
+    device's own back end by PyTorch's name for it). PyTorch's error where no back end can run them."""
+    choice = SDPBackend(torch._fused_sdp_choice(q, k, v, None, 0.0, is_causal))
+    return SDPA_BACKENDS.get(choice, choice.name)
+
+
 def _causal(b, h, q_idx, kv_idx):
     return kv_idx <= q_idx  # top-left aligned, as ours
 

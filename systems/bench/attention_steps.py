@@ -60,21 +60,23 @@ def interleaved(cfg: BenchConfig, attentions: tuple[str, ...]) -> pd.DataFrame:
 
 def device_busy(cfg: BenchConfig) -> dict[str, Any]:
     """Per measured step of ``cfg`` (warm-up first): wall ms (the median: a host-bound step has outliers far above
-    it), and ms of GPU kernel time (CUDA activity of torch.profiler, summed; one stream, so kernels do not overlap).
-    What the wall time has beyond the kernels' is time the GPU waited for the host. A GPU measurement: on the CPU
-    the kernel time is NaN."""
+    it), ms of GPU kernel time (CUDA activity of torch.profiler, summed; one stream, so kernels do not overlap), and
+    that time per kernel name (``kernels``). What the wall time has beyond the kernels' is time the GPU waited for
+    the host. A GPU measurement: on the CPU the kernel time is NaN and ``kernels`` empty."""
     from torch.profiler import ProfilerActivity, profile
 
     device = bench_device(cfg)
     step = Step(cfg, device, per_phase=False)
     timed_steps(step, cfg.warmup, device)
     wall = timed_steps(step, cfg.steps, device)
-    kernel_ms = float("nan")
+    kernels: dict[str, float] = {}
     if device.type == "cuda":
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             timed_steps(step, cfg.steps, device)
-        kernel_ms = sum(e.self_device_time_total for e in prof.key_averages()) / 1e3 / cfg.steps
-    return {"step_ms": float(pd.Series(wall).median()), "kernel_ms": kernel_ms}
+        kernels = {e.key: e.self_device_time_total / 1e3 / cfg.steps for e in prof.key_averages()
+                   if e.self_device_time_total > 0}
+    return {"step_ms": float(pd.Series(wall).median()), "kernel_ms": sum(kernels.values()) if kernels else float("nan"),
+            "kernels": kernels}
 
 
 def interleaved_apart(cfg: BenchConfig, attentions: tuple[str, ...]) -> pd.DataFrame:

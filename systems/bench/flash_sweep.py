@@ -26,10 +26,10 @@ import torch
 from tqdm.auto import tqdm
 
 from systems.attention import get_attention
-from systems.attention.peers import refused
+from systems.attention.peers import refused, sdpa_choice
 from systems.attention.reference import naive_attention
 from systems.bench.attention_steps import device_busy, interleaved, interleaved_apart
-from systems.bench.e2e import BenchConfig, vary
+from systems.bench.e2e import DTYPES, BenchConfig, bench_device, vary
 from systems.bench.flops import attention_flops
 from systems.bench.timing import time_steps
 from systems.device import OOM, free_memory, is_oom
@@ -317,14 +317,40 @@ def in_model(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
 
 
 def step_kernel_time(size: str, context: int, tokens: int, dtype: str, attentions=("sdpa", "flash_triton"),
-                     steps: int = 10) -> pd.DataFrame:
+                     steps: int = 10) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One training step of the model (``tokens`` per batch) per attention: wall ms and GPU kernel ms
-    (:func:`systems.bench.attention_steps.device_busy`); the difference is time the GPU waited for the host."""
+    (:func:`systems.bench.attention_steps.device_busy`); the difference is time the GPU waited for the host.
+    ``own_kernel_ms`` is the time of the kernels that ran with this attention and with no other, its attention's
+    own kernels (the rest of the model runs the same kernels whichever attention it calls). Also those kernels one
+    by one (``attention``, ``kernel``, ``ms`` per step), longest first."""
     cfg = _step_config(size, context, tokens, dtype, 3, steps)
-    rows = [{"attention": attention, **device_busy(vary(cfg, attention=attention))} for attention in attentions]
-    table = pd.DataFrame(rows)
+    runs = {attention: device_busy(vary(cfg, attention=attention)) for attention in attentions}
+    own = pd.DataFrame([{"attention": attention, "kernel": name, "ms": ms}
+                        for attention, run in runs.items() for name, ms in run["kernels"].items()
+                        if not any(name in other["kernels"] for a, other in runs.items() if a != attention)],
+                       columns=["attention", "kernel", "ms"]).sort_values(["attention", "ms"], ascending=[True, False])
+    table = pd.DataFrame([{"attention": attention, "step_ms": run["step_ms"], "kernel_ms": run["kernel_ms"]}
+                          for attention, run in runs.items()])
     table["host_wait_ms"] = table.step_ms - table.kernel_ms
-    return table
+    mine = own.groupby("attention").ms.sum()
+    table["own_kernel_ms"] = [mine.get(a, 0.0) if runs[a]["kernels"] else float("nan") for a in table.attention]
+    return table, own.reset_index(drop=True)
+
+
+def model_attention_inputs(size: str, context: int, tokens: int, dtype: str
+                           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Uninitialised q, k, v laid out as the model's attention gets them at this point (``tokens`` per batch): q and
+    k contiguous after the rotary embedding, v a view of its projection's (B, N, H, d) output."""
+    cfg = _step_config(size, context, tokens, dtype, 0, 1)
+    batch, heads, head_dim = cfg.batch_size, cfg.model.num_heads, cfg.model.head_dim
+    like = dict(dtype=DTYPES[dtype] or torch.float32, device=bench_device(cfg))
+    q, k = (torch.empty(batch, heads, context, head_dim, **like) for _ in range(2))
+    return q, k, torch.empty(batch, context, heads, head_dim, **like).transpose(1, 2)
+
+
+def model_sdpa_choice(size: str, context: int, tokens: int, dtype: str) -> str:
+    """The back end ``sdpa`` runs in the model at this point (:func:`systems.attention.peers.sdpa_choice`)."""
+    return sdpa_choice(*model_attention_inputs(size, context, tokens, dtype), True)
 
 
 def causal_alignment_agrees(impl: str, n_q: int = 64, n_k: int = 256, d: int = 64) -> bool | str:
