@@ -301,7 +301,7 @@ def in_model(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     table["low"], table["high"] = [b[0] for b in bounds], [b[1] for b in bounds]
     ratio = table["flash_triton/sdpa"]
     slower = table[ratio > 1]
-    worst = slower.loc[slower["flash_triton/sdpa"].idxmax()] if len(slower) else None
+    worst = slower.loc[ratio[ratio > 1].idxmax()] if len(slower) else None
     facts = {"points": int(ratio.notna().sum()), "slower": len(slower), "gm": geometric_mean(ratio),
              "slower_clear": int((table.low > 1).sum()), "faster_clear": int((table.high < 1).sum()),
              "worst": "none" if worst is None else
@@ -310,9 +310,9 @@ def in_model(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
                               runs[runs.status != "ok"].itertuples()) or "none"}
     for mode in ("eager", "compiled"):
         rows = table[table["mode"] == mode]
-        ratio = rows["flash_triton/sdpa"]
-        facts |= {f"points_{mode}": int(ratio.notna().sum()), f"slower_{mode}": int((ratio > 1).sum()),
-                  f"slower_clear_{mode}": int((rows.low > 1).sum()), f"gm_{mode}": geometric_mean(ratio)}
+        of_mode = rows["flash_triton/sdpa"]
+        facts |= {f"points_{mode}": int(of_mode.notna().sum()), f"slower_{mode}": int((of_mode > 1).sum()),
+                  f"slower_clear_{mode}": int((rows.low > 1).sum()), f"gm_{mode}": geometric_mean(of_mode)}
     return table, facts
 
 
