@@ -32,7 +32,7 @@ from flash_common import (
 
 from systems.attention.flash_triton import FlashAttentionTriton, FlashConfig, Tiles, flash_attention_triton, launch, \
     layouts
-from systems.attention.flash_triton.launch import one_pass_backward as _one_pass
+from systems.attention.flash_triton.launch import one_pass_eligible as _one_pass
 from systems.attention.flash_triton.layouts import tma_ready as _tma_ready
 from systems.attention.flash_triton.tiles import CANDIDATES, default_tiles
 
@@ -156,6 +156,32 @@ def test_one_or_two_backward_passes(monkeypatch):
     assert not _one_pass(auto, x)
 
 
+def test_one_pass_or_two_is_timed_once_per_backward_shape_key(monkeypatch):
+    # Where one pass may run and the tiles are tuned, the first backward of a shape key times both ways and every
+    # later one of the key takes the faster; the key holds batch x heads' bucket, which changes which way wins.
+    # (No kernel runs here: the timing is replaced by a stand-in that answers as told and counts its calls.)
+    monkeypatch.setattr(launch, "INTERPRET", False)
+    monkeypatch.setattr(launch, "PASSES", {})
+    timed, answer = [], {"one pass faster": False}
+    monkeypatch.setattr(launch, "_one_pass_faster",
+                        lambda *args: (timed.append(args[0].shape), answer["one pass faster"])[1])
+
+    def decide(batch_heads: tuple[int, int], n: int, config=FlashConfig()) -> bool:
+        q, k = (torch.empty(*batch_heads, n, 64, dtype=torch.bfloat16) for _ in "qk")
+        L = torch.empty(*batch_heads, n)
+        return launch.one_pass_backward(config, q, k, k, q, q, L, True)
+
+    assert not decide((4, 25), 2048) and timed == [(4, 25, 2048, 64)]
+    answer["one pass faster"] = True  # a changed answer would show if the key were timed again
+    assert not decide((4, 25), 1500) and len(timed) == 1  # another length in the same bucket
+    assert not decide((2, 60), 2048) and len(timed) == 1  # another batch x heads in the same bucket (128)
+    assert decide((1, 16), 2048) and len(timed) == 2  # a new bucket of batch x heads: timed, one pass faster
+    assert decide((4, 25), 2048, FlashConfig(autotune=False)) and len(timed) == 2  # untuned: one pass, no timing
+    assert not decide((4, 25), 2048, FlashConfig(atomic_dq=False)) and len(timed) == 2
+    with deterministic_algorithms():
+        assert not decide((8, 8), 2048) and len(timed) == 2
+
+
 def test_config_round_trips_through_its_encoding():
     # the custom ops take the config as ints; a switch left to the per-call choice must stay unset
     for config in (FlashConfig(), FlashConfig(dkdv=Tiles(32, 64, 4, 2), tma=True, atomic_dq=False, autotune=False)):
@@ -265,6 +291,22 @@ def test_gpu_single_pass_backward_with_atomic_dq(config):
     # autotuning times every candidate on the same dQ buffer, which must be zeroed again before each
     q, k, v = make_qkv((2, 3), 1000, 3000, 64, dtype=torch.bfloat16)
     check_against_reference(with_config(config), q, k, v, True, tol(torch.bfloat16))
+
+
+@pytest.mark.gpu
+@GPU
+@pytest.mark.parametrize("one_pass_faster", [True, False])
+def test_gpu_backward_takes_the_way_it_timed_faster(monkeypatch, one_pass_faster):
+    # the first backward of a shape key times one pass and two on its own tensors; each way is right
+    monkeypatch.setattr(launch, "PASSES", {})
+    q, k, v = make_qkv((2, 3), 1000, 1000, 64, dtype=torch.bfloat16)
+    check_against_reference(APPLY, q, k, v, True, tol(torch.bfloat16))
+    assert len(launch.PASSES) == 1
+    monkeypatch.setitem(launch.PASSES, next(iter(launch.PASSES)), one_pass_faster)
+    monkeypatch.setattr(launch, "PLANS", {})
+    q, k, v = make_qkv((2, 3), 1000, 1000, 64, dtype=torch.bfloat16)
+    check_against_reference(APPLY, q, k, v, True, tol(torch.bfloat16))
+    assert [key[3] for key in launch.PLANS if key[0] == "bwd"] == [one_pass_faster]  # the way it was told is faster
 
 
 @pytest.mark.gpu
@@ -525,8 +567,10 @@ def test_gpu_compiled_call_tunes_a_shape_key_it_has_not_seen(monkeypatch):
     # tensors of the same layout, so a model compiled in a fresh process runs tuned tiles, not the defaults
     monkeypatch.setattr(launch, "CHOSEN", {})
     torch._dynamo.reset()
+    monkeypatch.setattr(launch, "PASSES", {})
     check_sum_backward(torch.compile(APPLY), (2, 3), 333, 64, tol(torch.bfloat16), dtype=torch.bfloat16)
-    assert {key[0] for key in launch.CHOSEN} == {"fwd", "dkdv"}
+    # one pass or two timed on real tensors too (each way tunes its own kernels)
+    assert {key[0] for key in launch.CHOSEN} >= {"fwd", "dkdv"} and len(launch.PASSES) == 1
     assert all(key[2] == 512 for key in launch.CHOSEN)  # the length's bucket: keyed like an eager call
 
 

@@ -2,7 +2,8 @@
 
 Triton 3.6's interpreter holds scalars as 1-element arrays and converts them with ``int(array)`` when they bound a
 ``range``; numpy 2.4 refuses that conversion for arrays with ndim > 0, so every loop with a run-time bound fails.
-``.item()`` converts either. Applied by the launcher before the first interpreted launch, never on a GPU.
+``.item()`` converts either. Applied by the launcher before each interpreted launch (a second time finds it
+applied), never on a GPU.
 """
 
 from __future__ import annotations

@@ -21,18 +21,21 @@ Triton's interpreter an opaque custom op.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import torch
 import triton
+import triton.testing
 from torch.utils._python_dispatch import _disable_current_modes
 from triton import knobs
 from triton.runtime import driver
 
 from systems.attention.flash_triton import kernels
+from systems.attention.flash_triton.interpreter import patch_index
 from systems.attention.flash_triton.layouts import gradients, layout_key, outputs, tma_ready
 from systems.attention.flash_triton.tiles import CANDIDATES, FlashConfig, Tiles, default_tiles, fitting, head_group
 
@@ -46,12 +49,12 @@ PROGRAM_TILE = {"fwd": "BLOCK_Q", "dkdv": "BLOCK_K", "dq": "BLOCK_Q"}
 TUNE_KEY = ("Q_BUCKET", "K_BUCKET", "HEAD_DIM", "CAUSAL", "SKIP_MASKED", "SPLIT_DIAGONAL", "UNMASKED_FIRST", "TMA",
             "ATOMIC_DQ")
 CHOSEN: dict[tuple, Tiles] = {}  # shape key -> the tiles autotuning chose for it
+PASSES: dict[tuple, bool] = {}  # the backward's shape key -> whether one pass was the faster there
 PLANS: dict[tuple, tuple[Launch, ...]] = {}  # layout key -> the launches of a call, in order
 # Layouts differ by exact lengths: a run with ever-new sequence lengths would keep adding entries. Past this many
 # the remembered launches are dropped and remembered again as calls come (each entry is small; Triton keeps the
 # compiled kernels).
 MAX_PLANS = 4096
-_interpreter_ready = False
 
 
 def _tuner(kind: str):
@@ -153,7 +156,7 @@ def _launch(kind: str, tiles: Tiles | None, autotune: bool, rows: int, batch_hea
     elif tiles is None:
         tiles = default_tiles(kind, meta["BLOCK_D"], args[0].element_size())
     if INTERPRET:
-        _interpreter()
+        patch_index()  # the CPU interpreter's loops need one fix (:mod:`.interpreter`)
     flag, length, tile = EVEN[kind]
     block = {"BLOCK_Q": tiles.block_q, "BLOCK_K": tiles.block_k}
     grid = _grid(triton.cdiv(rows, block[PROGRAM_TILE[kind]]), batch_heads)
@@ -193,17 +196,6 @@ def _launcher(kind: str, traced: bool):
     """The kernel as Triton's JIT launches it, or, in a custom op's traced body, wrapped so that the compiler sees
     the launch and emits it in its own code (``torch.library.wrap_triton``; called outside tracing, it launches)."""
     return torch.library.wrap_triton(JIT[kind]) if traced else JIT[kind]
-
-
-def _interpreter() -> None:
-    """The CPU interpreter's loops need one fix (:mod:`systems.attention.flash_triton.interpreter`), applied
-    before the first interpreted launch."""
-    global _interpreter_ready
-    if not _interpreter_ready:
-        from systems.attention.flash_triton.interpreter import patch_index
-
-        patch_index()
-        _interpreter_ready = True
 
 
 def _block_d(d: int) -> int:
@@ -256,7 +248,7 @@ def backward(q, k, v, o, do, L, is_causal: bool, cfg: FlashConfig, traced: bool 
     """(dQ, dK, dV) as :func:`gradients` lays them out, from the 4-d q, k, v, O, dO (any strides, the stride-0
     gradient of ``o.sum()`` included) and L (B, H, Nq) of the forward. ``traced``: the body of the custom op."""
     B, H, n_q, d = q.shape
-    one_pass = one_pass_backward(cfg, q)
+    one_pass = one_pass_backward(cfg, q, k, v, o, do, L, is_causal, traced)
     delta = torch.empty((B, H, n_q), dtype=torch.float32, device=q.device)
     dq, dk, dv = gradients(q, k, v)
     # dQ summed over key tiles in fp32, rows padded to BLOCK_D (16-byte aligned for the copy engine); the
@@ -289,7 +281,7 @@ def _launch_backward(q, k, v, o, do, L, delta, dk, dv, dq_acc, dq, is_causal: bo
     scale = 1.0 / math.sqrt(d)
     block_rows = 64
     if INTERPRET:
-        _interpreter()
+        patch_index()  # the CPU interpreter's loops need one fix (:mod:`.interpreter`)
     grid = (triton.cdiv(n_q, block_rows), B * H)
     pre_args = (o, do, delta, dq_acc, *o.stride(), *do.stride(), H, n_q, scale)
     pre_kwargs = dict(HEAD_DIM=d, BLOCK_D=meta["BLOCK_D"], BLOCK_Q=block_rows, ZERO_DQ=one_pass)
@@ -325,15 +317,44 @@ def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.
     return torch.empty(size, dtype=torch.int8, device="cuda")
 
 
-def one_pass_backward(cfg: FlashConfig, q: torch.Tensor) -> bool:
-    """Whether the backward adds dQ up in the dK/dV pass (``cfg.atomic_dq``, else chosen here)."""
+def one_pass_eligible(cfg: FlashConfig, q: torch.Tensor) -> bool:
+    """Whether the backward may add dQ up in the dK/dV pass: ``cfg.atomic_dq`` if set, else where one pass fits."""
     if cfg.atomic_dq is not None:
         return cfg.atomic_dq
-    # One pass is the faster choice where it fits in registers (the log has the measurements): 16-bit operands,
-    # head dims up to 64. Not in the interpreter (no bulk reductions), nor in deterministic mode (its additions
-    # land in any order).
+    # One pass fits in registers with 16-bit operands and head dims up to 64 (the log has the measurements). Not in
+    # the interpreter (no bulk reductions), nor in deterministic mode (its additions land in any order).
     return (not INTERPRET and q.element_size() == 2 and q.shape[-1] <= 64
             and not torch.are_deterministic_algorithms_enabled())
+
+
+def one_pass_backward(cfg: FlashConfig, q, k, v, o, do, L, is_causal: bool, traced: bool = False) -> bool:
+    """Whether this backward adds dQ up in the dK/dV pass. Where one pass may run (:func:`one_pass_eligible`) and
+    ``cfg`` leaves it open with tiles tuned, one pass or two, whichever was faster when the shape key was first met
+    (timed on that call's tensors, remembered in :data:`PASSES`); which wins depends on the grid as well as the
+    lengths, so the key holds batch×heads' bucket besides the tiles' key. ``traced``: in the custom op's body, timed
+    on real tensors of the traced layout (symbolic sizes take one pass)."""
+    if not one_pass_eligible(cfg, q):
+        return False
+    if cfg.atomic_dq is not None or not cfg.autotune:
+        return True
+    B, H, n_q, d = q.shape
+    key = (q.dtype, d, is_causal, _bucket(n_q), _bucket(k.shape[2]), triton.next_power_of_2(B * H), cfg)
+    if key not in PASSES:
+        args = (q, k, v, o, do, L)
+        if traced and not _concrete(args):
+            return True
+        with _disable_current_modes():  # real launches, seen by no tracing or counting mode around the call
+            PASSES[key] = _one_pass_faster(*(tuple(map(_real_like, args)) if traced else args), is_causal, cfg)
+    return PASSES[key]
+
+
+def _one_pass_faster(q, k, v, o, do, L, is_causal: bool, cfg: FlashConfig) -> bool:
+    """The backward timed with one pass and with two on these tensors (each tunes its tiles at its first call,
+    before the timed ones)."""
+    ms = {one: triton.testing.do_bench(functools.partial(backward, q, k, v, o, do, L, is_causal,
+                                                         replace(cfg, atomic_dq=one)), return_mode="median")
+          for one in (True, False)}
+    return ms[True] <= ms[False]
 
 
 def _op(fn: Callable, fake: Callable):

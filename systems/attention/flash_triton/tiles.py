@@ -36,10 +36,12 @@ class FlashConfig:
     pass, adding each key tile's share into an fp32 buffer (with ``tma``: bulk reductions by the copy engine, else
     atomic adds), instead of a second pass that recomputes P and dP: five matrix products per tile pair instead of
     seven, in exchange for the additions' memory traffic, and dQ's last bits then depend on the order in which the
-    additions land. Left at ``None``, both are chosen per call (:func:`one_pass`). ``head_group``: how many heads'
-    programs run interleaved (every head's longest causal tile before any head's next; groups one after another):
-    more heads keep the end of the grid short, fewer keep the rows they stream in L2. ``None``: as many as fit a
-    share of L2 (:func:`head_group`); 1: one head after another.
+    additions land. Left at ``None``, both are chosen per call: ``tma`` for the one-pass backward only,
+    ``atomic_dq`` where one pass fits and, with autotuning, was the faster when the shape key was first met
+    (:func:`~systems.attention.flash_triton.launch.one_pass_backward`). ``head_group``: how many heads' programs run
+    interleaved (every head's longest causal tile before any head's next; groups one after another): more heads
+    keep the end of the grid short, fewer keep the rows they stream in L2. ``None``: as many as fit a share of L2
+    (:func:`head_group`); 1: one head after another.
     """
 
     fwd: Tiles | None = None
