@@ -555,8 +555,9 @@ if on_gpu:
 # Design choices that the table does not isolate, and why they are in the kernels:
 #
 # - **One backward pass where it pays, two where it must.** Algorithm 2 of the handout accumulates dQ with atomic
-#   adds from every key tile; our default does that (for 16-bit inputs with d ≤ 64 on a GPU) through the copy
-#   engine's bulk reductions into an fp32 buffer, as FlashAttention-2 and cuDNN add dQ up too. The additions land in
+#   adds from every key tile; our backward can do that (for 16-bit inputs with d ≤ 64 on a GPU) through the copy
+#   engine's bulk reductions into an fp32 buffer, as FlashAttention-2 and cuDNN add dQ up too, and with tuned tiles
+#   it does where the first call of the shape key timed it faster than two passes. The additions land in
 #   any order, so dQ's last bits can change from run to run. Under `torch.use_deterministic_algorithms(True)`, and
 #   where the extra product's operands would spill registers (d > 64, fp32), the backward takes two passes: one owns
 #   key tiles and writes dK, dV, a second owns query tiles and writes dQ, each recomputing P. No program adds into
