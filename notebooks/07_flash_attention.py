@@ -169,7 +169,8 @@ report.table(overhead, ".1f")
 host = overhead.set_index(["impl", "what"]).host_us
 ours_us, in_python_us, sdpa_us = (host[impl, "forward + backward"] for impl in
                                   ("flash_triton", "SDPA flash kernels in a Python autograd.Function", "sdpa_flash"))
-if all(isinstance(x, float) for x in (ours_us, in_python_us, sdpa_us)):
+host_measured = all(isinstance(x, float) for x in (ours_us, in_python_us, sdpa_us))  # not "unsupported"
+if host_measured:
     layer_us = in_python_us - sdpa_us
     layer_words = (f"autograd through Python adds {layer_us:.0f} µs to a call" if layer_us > 0 else
                    f"autograd through Python adds nothing this run can see (SDPA's C++ path took {-layer_us:.0f} µs "
@@ -301,13 +302,13 @@ extra_step, extra_kernels = (by.step_ms.flash_triton - by.step_ms.sdpa, by.kerne
 report.glue_all("flash_busy", {"point": f"{worst['size']}, context {int(worst.context_length)}",
                                "extra_step_ms": extra_step, "extra_kernel_ms": extra_kernels})
 layers = preset(worst["size"]).num_layers
-if all(isinstance(x, float) for x in (ours_us, sdpa_us)):
+if host_measured:
     per_call_ms = (ours_us - sdpa_us) * layers / 1e3  # the per-call table's extra host time, once per layer
     priced = (f" The per-call table's extra host time of ours over SDPA's flash back end, once for each of the "
               f"model's {layers} layers, comes to {per_call_ms:.2g} ms: "
               + report.pick(per_call_ms >= 0.5 * (extra_step - extra_kernels), "most of it.",
                             "a small part of it. The rest is host time that this chapter does not explain yet (the "
-                            "log has a hypothesis)."))
+                            "log records the hypotheses tried)."))
 else:
     priced = ""
 report.glue("flash_busy_words", report.pick(
