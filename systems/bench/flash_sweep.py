@@ -300,20 +300,23 @@ def in_model(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
               for key in table[point].itertuples(index=False)]
     table["low"], table["high"] = [b[0] for b in bounds], [b[1] for b in bounds]
     ratio = table["flash_triton/sdpa"]
-    slower = table[ratio > 1]
-    worst = slower.loc[ratio[ratio > 1].idxmax()] if len(slower) else None
-    facts = {"points": int(ratio.notna().sum()), "slower": len(slower), "gm": geometric_mean(ratio),
-             "slower_clear": int((table.low > 1).sum()), "faster_clear": int((table.high < 1).sum()),
+    worst = table.loc[ratio.idxmax()] if (ratio > 1).any() else None
+    facts = {**_tally(table), "faster_clear": int((table.high < 1).sum()),
              "worst": "none" if worst is None else
              f"{worst['size']}, {worst['mode']}, context {worst['context_length']}: {worst['flash_triton/sdpa']:.3g}×",
              "oom": ", ".join(f"{r.size}/{r.attention}/{r.context_length}" for r in
                               runs[runs.status != "ok"].itertuples()) or "none"}
     for mode in ("eager", "compiled"):
-        rows = table[table["mode"] == mode]
-        of_mode = rows["flash_triton/sdpa"]
-        facts |= {f"points_{mode}": int(of_mode.notna().sum()), f"slower_{mode}": int((of_mode > 1).sum()),
-                  f"slower_clear_{mode}": int((rows.low > 1).sum()), f"gm_{mode}": geometric_mean(of_mode)}
+        facts |= {f"{name}_{mode}": value for name, value in _tally(table[table["mode"] == mode]).items()}
     return table, facts
+
+
+def _tally(rows: pd.DataFrame) -> dict:
+    """Of :func:`in_model`'s rows: the points with a ratio, where ours is slower (also beyond the interval), and the
+    ratios' geometric mean."""
+    ratio = rows["flash_triton/sdpa"]
+    return {"points": int(ratio.notna().sum()), "slower": int((ratio > 1).sum()),
+            "slower_clear": int((rows.low > 1).sum()), "gm": geometric_mean(ratio)}
 
 
 def step_kernel_time(size: str, context: int, tokens: int, dtype: str, attentions=("sdpa", "flash_triton"),
