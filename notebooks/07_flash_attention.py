@@ -368,7 +368,7 @@ by = bound_times.set_index("attention")
 shared = by.kernel_ms - by.own_kernel_ms
 report.glue_all("flash_bound", {
     "point": f"{bound['size']}, context {int(bound.context_length)}",
-    "backend": fs.model_sdpa_choice(bound["size"], int(bound.context_length), tokens, model_dtype),
+    "backend": chosen[bound["size"], int(bound.context_length)],
     "extra_step_ms": by.step_ms.flash_triton - by.step_ms.sdpa,
     "extra_own_ms": by.own_kernel_ms.flash_triton - by.own_kernel_ms.sdpa,
     "extra_shared_ms": shared.flash_triton - shared.sdpa})
