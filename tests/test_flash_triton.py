@@ -441,6 +441,14 @@ def test_kernels_compile_for_sm90(tmp_path):
     ptx = _compile_for_sm90("dkdv", "bf16", 64, True, atomic_dq=True)
     assert re.search(r"(red|atom)\.global\.[\w.]*add[\w.]*f32", ptx)  # relaxed fp32 atomic adds
     assert _ptxas_report(ptx, tmp_path) == (0, False)
+    # Triton 3.6 waits for a product whose result the loop reads right after issuing it: S and dP are both done
+    # before the first exponential, in either backward (chapter 07 says so; a compiler that keeps dP in flight
+    # under the exponentials would change that text)
+    for atomic_dq in (True, False):
+        ptx = _compile_for_sm90("dkdv", "bf16", 64, True, tma=atomic_dq, atomic_dq=atomic_dq)
+        first_exp = ptx.index("ex2.approx")
+        last_product = ptx.rindex("wgmma.mma_async", 0, first_exp)
+        assert re.search(r"wgmma\.wait_group\.sync\.aligned\s+0;", ptx[last_product:first_exp]), atomic_dq
     # dK/dV's diagonal tiles first: the two-pass kernel leaves that loop with products in flight and ptxas
     # serialises them; the one-pass kernel waits for each tile's dQ product, so the order is harmless there
     ptx = _compile_for_sm90("dkdv", "bf16", 64, True, unmasked_first=False)
@@ -636,11 +644,11 @@ def test_real_stand_ins_keep_the_layout_of_the_traced_tensors():
     shifted = flat[1:].view(2, 3, 40, 32).transpose(1, 2)
     expanded = torch.ones(()).expand(2, 3, 40, 32)
     for t in (shifted, expanded, torch.randn(2, 3, 40, 32).half()):
-        real = launch._real_like(t)
+        real = layouts.real_like(t)
         assert (real.shape, real.stride(), real.storage_offset(), real.dtype) == \
             (t.shape, t.stride(), t.storage_offset(), t.dtype)
-        assert layouts.layout_key(real) == layouts.layout_key(t) and launch._concrete([real, 1.0])
-    assert launch._real_like(0.5) == 0.5
+        assert layouts.layout_key(real) == layouts.layout_key(t) and layouts.concrete([real, 1.0])
+    assert layouts.real_like(0.5) == 0.5
 
 
 def test_launches_are_not_remembered_in_the_interpreter():

@@ -236,8 +236,9 @@ def _dkdv_inner(dk, dv, k, v, Q, DO, DQ, stride_qn, stride_qd, stride_don, strid
         lse = tl.load(L_bh + offs_q, mask=in_seq, other=float("inf")) * LOG2E
         delta = tl.load(DELTA_bh + offs_q, mask=in_seq, other=0.0)
         s_t = tl.dot(k, tl.trans(q)) * qk_scale  # Sᵀ (BLOCK_K, BLOCK_Q), log2 units
-        # dPᵀ = V dOᵀ (eq. 16) before the exponentials, so that the tensor cores compute it while they run;
-        # issued after dV's product it would also wait for that one (wgmma waits are in issue order).
+        # dPᵀ = V dOᵀ (eq. 16) before dV's product: Triton 3.6 waits for a product the loop reads right after
+        # issuing it, and wgmma waits complete in issue order, so issued after dV's it would wait for that one
+        # too, where in this order dV's product runs while dSᵀ is computed.
         dp_t = tl.dot(v, tl.trans(do))
         if MASKED:
             s_t = tl.where(offs_k[:, None] <= offs_q[None, :], s_t, float("-inf"))

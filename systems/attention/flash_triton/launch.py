@@ -36,7 +36,8 @@ from triton.runtime import driver
 
 from systems.attention.flash_triton import kernels
 from systems.attention.flash_triton.interpreter import patch_index
-from systems.attention.flash_triton.layouts import gradients, layout_key, outputs, tma_ready
+from systems.attention.flash_triton.layouts import (concrete, gradients, layout_key, outputs, real_like,
+                                                   tma_ready)
 from systems.attention.flash_triton.tiles import CANDIDATES, FlashConfig, Tiles, default_tiles, fitting, head_group
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -90,6 +91,9 @@ class Launch:
     grid: tuple[int, int]
     tail: tuple
     scratch: bool  # the kernel builds TMA descriptors in global scratch memory, which Triton's allocator provides
+    registers: int  # per thread, as compiled (ptxas)
+    spills: int  # registers spilled to local memory
+    shared_bytes: int  # shared memory per program
 
     def __call__(self, stream: int, *tensors: torch.Tensor) -> None:
         if self.scratch:
@@ -106,7 +110,8 @@ def _as_launch(kind: str, kernel, grid: tuple[int, int], args: tuple, kwargs: di
     n_tensors = next(i for i, a in enumerate(args) if not isinstance(a, torch.Tensor))
     named = dict(zip(jit.arg_names, args)) | kwargs
     return Launch(kernel.run, kernel.function, kernel.packed_metadata, grid,
-                  tuple(named[name] for name in jit.arg_names[n_tensors:]), kernel.metadata.global_scratch_size > 0)
+                  tuple(named[name] for name in jit.arg_names[n_tensors:]), kernel.metadata.global_scratch_size > 0,
+                  kernel.n_regs, kernel.n_spills, kernel.metadata.shared)
 
 
 def _remember(key: tuple, launches: tuple[Launch, ...]) -> None:
@@ -139,14 +144,14 @@ def _launch(kind: str, tiles: Tiles | None, autotune: bool, rows: int, batch_hea
     """Launch one kernel over (tiles of ``rows``, batch*heads) with fixed, remembered or (first time) tuned tiles;
     the launch to replay, except after tuning (the next call of the shape key launches the chosen tiles).
     ``traced``: inside a custom op's body, which the compiler traces with stand-in tensors on which nothing runs:
-    a shape key seen for the first time is tuned on real tensors of the same layout (:func:`_real_like`), or, with
+    a shape key seen for the first time is tuned on real tensors of the same layout (:func:`real_like`), or, with
     symbolic sizes, takes the defaults; the launch is left to the compiler's code."""
     if tiles is None and autotune and not INTERPRET:
         key = (kind, args[0].dtype, *(meta[k] for k in TUNE_KEY if k in meta))
         tiles = CHOSEN.get(key)
-        if tiles is None and traced and _concrete(args):
+        if tiles is None and traced and concrete(args):
             with _disable_current_modes():  # real tensors and launches, outside the compiler's tracing
-                _tune(kind, key, rows, batch_heads, tuple(_real_like(a) for a in args), meta)
+                _tune(kind, key, rows, batch_heads, tuple(real_like(a) for a in args), meta)
             tiles = CHOSEN[key]
         elif tiles is None and traced:
             tiles = default_tiles(kind, meta["BLOCK_D"], args[0].element_size())
@@ -170,20 +175,6 @@ def _tune(kind: str, key: tuple, rows: int, batch_heads: int, args, meta) -> Non
     tuner = TUNERS[kind]
     tuner[lambda m: _grid(triton.cdiv(rows, m[PROGRAM_TILE[kind]]), batch_heads)](*args, **meta)
     CHOSEN[key] = _to_tiles(tuner.best_config)
-
-
-def _concrete(args) -> bool:
-    """Whether every tensor argument has plain integer sizes and strides (not the compiler's symbolic ones)."""
-    return all(isinstance(x, int) for a in args if isinstance(a, torch.Tensor) for x in (*a.shape, *a.stride()))
-
-
-def _real_like(a):
-    """A real tensor with ``a``'s shape, strides, storage offset (so its 16-byte alignment), dtype and device, random
-    values; anything else as it is."""
-    if not isinstance(a, torch.Tensor):
-        return a
-    span = a.storage_offset() + 1 + sum((n - 1) * s for n, s in zip(a.shape, a.stride())) if a.numel() else 0
-    return torch.randn(span, dtype=a.dtype, device=a.device).as_strided(a.shape, a.stride(), a.storage_offset())
 
 
 def _grid(tiles: int, batch_heads: int) -> tuple[int, int]:
@@ -256,7 +247,7 @@ def backward(q, k, v, o, do, L, is_causal: bool, cfg: FlashConfig, traced: bool 
     # (autotuning zeroes it between its timing runs, and the kernel then writes all of it).
     dq_acc = torch.empty((B, H, n_q, _block_d(d)), dtype=torch.float32, device=q.device) if one_pass else dk
     replay = not traced and _replaying()
-    key = ("bwd", is_causal, cfg, one_pass, *layout_key(q, k, v, o, do, L)) if replay else None
+    key = _backward_key(q, k, v, o, do, L, is_causal, cfg, one_pass) if replay else None
     plan = PLANS.get(key)
     if plan is not None:
         stream = _current_stream(q.device)
@@ -269,6 +260,17 @@ def backward(q, k, v, o, do, L, is_causal: bool, cfg: FlashConfig, traced: bool 
         if replay and None not in launched:
             _remember(key, launched)
     return (dq.copy_(dq_acc[..., :d]) if one_pass else dq), dk, dv
+
+
+def _backward_key(q, k, v, o, do, L, is_causal: bool, cfg: FlashConfig, one_pass: bool) -> tuple:
+    return ("bwd", is_causal, cfg, one_pass, *layout_key(q, k, v, o, do, L))
+
+
+def backward_plan(q, k, v, o, do, L, is_causal: bool, cfg: FlashConfig) -> tuple[Launch, ...] | None:
+    """The launches (preprocessing, dK/dV, dQ unless one pass) a backward of this layout replays after its first
+    call: what each compiled kernel holds (registers, spills, shared memory)."""
+    one_pass = one_pass_backward(cfg, q, k, v, o, do, L, is_causal)
+    return PLANS.get(_backward_key(q, k, v, o, do, L, is_causal, cfg, one_pass))
 
 
 def _launch_backward(q, k, v, o, do, L, delta, dk, dv, dq_acc, dq, is_causal: bool, cfg: FlashConfig,
@@ -341,10 +343,10 @@ def one_pass_backward(cfg: FlashConfig, q, k, v, o, do, L, is_causal: bool, trac
     key = (q.dtype, d, is_causal, _bucket(n_q), _bucket(k.shape[2]), triton.next_power_of_2(B * H), cfg)
     if key not in PASSES:
         args = (q, k, v, o, do, L)
-        if traced and not _concrete(args):
+        if traced and not concrete(args):
             return True
         with _disable_current_modes():  # real launches, seen by no tracing or counting mode around the call
-            PASSES[key] = _one_pass_faster(*(tuple(map(_real_like, args)) if traced else args), is_causal, cfg)
+            PASSES[key] = _one_pass_faster(*(tuple(map(real_like, args)) if traced else args), is_causal, cfg)
     return PASSES[key]
 
 

@@ -1,6 +1,7 @@
 """How the kernels' tensors are laid out: what a call allocates (the output in the layout a model reads it in, the
-gradients in the layouts of the inputs), what a remembered launch depends on (:func:`layout_key`), and whether the
-copy engine can load a tensor's tiles (:func:`tma_ready`)."""
+gradients in the layouts of the inputs), what a remembered launch depends on (:func:`layout_key`), whether the copy
+engine can load a tensor's tiles (:func:`tma_ready`), and real tensors in the layout of ones the compiler traces
+(:func:`real_like`), on which a shape key first met while compiling is tuned."""
 
 from __future__ import annotations
 
@@ -43,3 +44,17 @@ def aligned(t: torch.Tensor) -> bool:
     if is_fake(t):
         return t.storage_offset() * t.element_size() % 16 == 0
     return t.data_ptr() % 16 == 0
+
+
+def concrete(args) -> bool:
+    """Whether every tensor argument has plain integer sizes and strides (not the compiler's symbolic ones)."""
+    return all(isinstance(x, int) for a in args if isinstance(a, torch.Tensor) for x in (*a.shape, *a.stride()))
+
+
+def real_like(a):
+    """A real tensor with ``a``'s shape, strides, storage offset (so its 16-byte alignment), dtype and device, random
+    values; anything else as it is."""
+    if not isinstance(a, torch.Tensor):
+        return a
+    span = a.storage_offset() + 1 + sum((n - 1) * s for n, s in zip(a.shape, a.stride())) if a.numel() else 0
+    return torch.randn(span, dtype=a.dtype, device=a.device).as_strided(a.shape, a.stride(), a.storage_offset())
