@@ -50,6 +50,9 @@ if profile == "full":
     model_sizes, model_contexts, compiled_sizes = ["small", "medium", "large", "xl", "2.7B"], [512, 1024, 2048], ["small"]
     tokens, model_dtype, model_steps = 8192, "bf16", 20
     board, breakdown_run, variant_run = dict(rep=2000, warmup=500), dict(steps=20), dict(rep=500, warmup=100)
+    backward_tiles = [Tiles(64, 64, 4, 3), Tiles(64, 64, 4, 2), Tiles(64, 64, 4, 4), Tiles(32, 64, 4, 4),
+                      Tiles(128, 64, 4, 2), Tiles(128, 64, 8, 3), Tiles(64, 128, 4, 2), Tiles(64, 128, 8, 3),
+                      Tiles(32, 128, 8, 3), Tiles(128, 128, 8, 2)]
 else:
     seq_lens, head_dims, dtypes, naive_max_seq = (64, 128), (16,), ("fp32",), None  # the interpreter has no bf16
     check = dict(shapes=[(2, 40, 16), (2, 33, 48)], dtypes=("fp32",))
@@ -60,6 +63,7 @@ else:
     model_sizes, model_contexts, compiled_sizes, tokens, model_dtype, model_steps = ["tiny"], [32], [], 64, "fp32", 2
     small = dict(shape=(2, 64, 16), dtype=torch.float32)
     board, breakdown_run, variant_run = dict(rep=20, warmup=5, **small), dict(steps=2, **small), dict(rep=20, warmup=5, **small)
+    backward_tiles = []  # compiled kernels only: a GPU's
 timing = dict(rep_ms=20, warmup_ms=5)
 report.glue_all("flash", {"rep_ms": timing["rep_ms"], "warmup_ms": timing["warmup_ms"], "board_rep": board["rep"], "breakdown_steps": breakdown_run["steps"], "tokens": tokens, "model_steps": model_steps,
                           "variant_rep": variant_run["rep"], "slow_min_n": 1024})
@@ -156,9 +160,11 @@ report.glue_all("flash_slow", found)
 # code calls; the autograd function. Then the backward's allocations and remembered launches, a Python autograd
 # function that does nothing, SDPA's own FlashAttention-2 kernels (the aten operators behind its flash back end)
 # inside a Python `autograd.Function` as ours are (what autograd through Python adds to a C++ kernel path; SDPA's
-# own backward is C++), and whole calls of ours and of SDPA's back ends. *host_us* is the time the host needs to
-# issue one call, *wall_us* the time per call until the GPU has finished all of them: where the two agree, the host
-# sets the pace.
+# own backward is C++), and whole calls of ours and of SDPA's back ends. Each whole call is timed twice: as a training
+# loop runs it, where `backward()` hands the graph to autograd's device thread and waits for it, and with autograd's
+# multithreading off (`torch.autograd.set_multithreading_enabled(False)`), where the backward runs on the calling
+# thread. *host_us* is the time the host needs to issue one call, *wall_us* the time per call until the GPU has
+# finished all of them: where the two agree, the host sets the pace.
 
 # %% tags=["nbval-ignore-output"]
 overhead = call_overhead.call_overhead(**overhead_run)
@@ -178,6 +184,16 @@ if host_measured:
     call_words = (f"Per forward and backward call the host spends {ours_us:.0f} µs on ours, {in_python_us:.0f} µs "
                   f"on SDPA's flash kernels inside a Python autograd function and {sdpa_us:.0f} µs on SDPA's flash "
                   f"back end: {layer_words}, our launch path {ours_us - in_python_us:.0f} µs more.")
+    handoff = {impl: host[impl, "forward + backward"] - host[impl, call_overhead.ON_CALLING_THREAD]
+               for impl in ("flash_triton", "autograd.Function doing nothing", "sdpa_flash")}
+    call_words += (f" With the backward run on the calling thread instead of autograd's device thread, a call of ours "
+                   f"takes {handoff['flash_triton']:.0f} µs less, one of a Python autograd function doing nothing "
+                   f"{handoff['autograd.Function doing nothing']:.0f} µs less and one of SDPA's flash back end "
+                   f"{handoff['sdpa_flash']:.0f} µs less: "
+                   + report.pick(handoff["flash_triton"] > 1.5 * handoff["sdpa_flash"],
+                                 "handing a Python backward to the device thread and back costs ours more than "
+                                 "SDPA's C++ backward, a cost a model pays once per layer and step.",
+                                 "the hand-off to the device thread costs ours about what it costs SDPA's."))
 else:
     call_words = ("SDPA's flash kernels need a GPU: on this machine autograd's Python layer and our launch path "
                   "cannot be told apart.")
@@ -570,9 +586,14 @@ if on_gpu:
 #   keeps each compiled kernel with its grid and non-tensor arguments, so later calls hand their tensors straight to
 #   the compiled launcher, past Triton's per-call binding and specialisation; the zeros the one-pass backward adds dQ onto are written by the preprocessing kernel instead
 #   of a memset of their own; dO is read through its own strides instead of being copied.
-# - **dP's product before the exponentials.** In the dK/dV loop the product dPᵀ = V dOᵀ is issued before
-#   Pᵀ = exp2(Sᵀ − L) is computed, so the tensor cores work on it while the exponentials run; the wgmma waits complete
-#   in issue order, so issued after dV's product (the order of the equations) it would also have waited for that one.
+# - **dP's product before dV's.** In the dK/dV loop the product dPᵀ = V dOᵀ is issued before dV's product, not
+#   after it as in the order of the equations. Triton 3.6 waits for a product whose result the loop reads right after
+#   issuing it (only the products that accumulate dK and dV stay in flight), and the tensor cores' waits complete in
+#   issue order: after dV's product, dP's wait would hold up the loop until dV's product was done too; before it,
+#   dV's product runs while dSᵀ is computed. The same rule means that within one program the exponentials never run
+#   under a product: S and dP are both waited for before the first `exp2` (a test reads this off the kernel compiled
+#   for the H100). The overlap comes from the other programs on the same SM, not from within a program, which is
+#   where FlashAttention-3's two consumer warpgroups, taking turns, gain on ours.
 # - **exp2 and a folded scale.** Scores are kept in base-2 units (the 1/√d scale multiplied by log₂e once), so every
 #   exponential is a single `exp2`; L is stored in natural log, as the tests expect. The forward scales the row
 #   maximum rather than every score, and the scores only inside exp2's argument, where the multiplication and the
@@ -582,4 +603,45 @@ if on_gpu:
 # - **fp32 state, inputs' dtype on the tensor cores.** m, l and the accumulators are fp32; P and dS are cast to the
 #   inputs' dtype before their products, so bf16 runs on bf16 tensor cores.
 # - **Not done:** warp specialisation (producer warps that only load, consumer warps that only multiply) and a
-#   persistent grid; FlashAttention-3 and the Triton tutorial's fused attention use them on Hopper.
+#   persistent grid; FlashAttention-3 and the Triton tutorial's fused attention use them on Hopper. Triton 3.6's
+#   warp-specialisation pass fails on all three of our kernels for the H100 (the log has the errors).
+#
+# ### The backward alone, tile by tile
+#
+# The gap to cuDNN is the dK/dV kernel. Could other tiles close it? The backward alone at the leaderboard shape
+# (causal, bf16, O and dO from our forward), once per dK/dV tile (query rows × key rows, warps, pipeline stages), with
+# one pass and with two, untuned, timed by `triton.testing.do_bench` (median); next to it, what ptxas made of the
+# dK/dV kernel: registers per thread, registers spilled to local memory, shared memory per program. The first row is
+# cuDNN's backward alone, timed the same way in the same run (SDPA's cuDNN back end, a retained graph).
+
+# %% tags=["nbval-ignore-output"]
+if backward_tiles:
+    tile_run = lb.backward_tiles(backward_tiles)
+    report.save_table(tile_run, data_dir, "flash_backward_tiles")
+    report.table(tile_run.astype(object).where(tile_run.notna(), "–"), ".3f")
+
+# %% tags=["remove-cell", "nbval-ignore-output"]
+if backward_tiles:
+    found = lb.backward_tile_facts(tile_run)
+    report.glue_all("flash_btiles", found)
+    report.glue("flash_btiles_words", (
+        f"The fastest is {found['best']} with {found['best_passes']} "
+        + report.pick(found["best_passes"] == 1, "pass", "passes")
+        + f", {found['best_ms']:.3g} ms against cuDNN's {found['cudnn_ms']:.3g} ms ({found['best_vs_cudnn']:.3g}×). "
+        f"{found['spilling']} of the {found['tried']} kernels spill registers. "
+        + report.pick(
+            found["larger_lose"],
+            f"Every tile larger than {found['ref']} spills registers or runs slower than it: at {found['ref']} a "
+            f"thread already holds {found['ref_registers']} of the 255 registers it can have (the accumulators and "
+            "the score tiles), so the larger tiles, which would read K, V, Q and dO from shared memory fewer times "
+            "per product and add dQ up less often per key, spill, or, spread over more warps to fit, lose more than "
+            "they save. FlashAttention-3 fits them by "
+            "giving the multiplying warps more registers than the loading ones (`setmaxnreg`, with warp "
+            "specialisation), which Triton 3.6 cannot do for these kernels.",
+            f"A tile larger than {found['ref']} ran faster than it without spilling: the default tiles should "
+            "change.")))
+else:
+    report.glue("flash_btiles_words", "This machine compiles no kernels (Triton's interpreter): no tiles were timed.")
+
+# %% [markdown]
+# {glue:text}`flash_btiles_words`

@@ -42,15 +42,65 @@ def test_call_overhead_times_every_layer_of_the_call_path():
                                "forward kernel launch through Triton's JIT, tiles of the shape",
                                "forward, allocation + remembered launch", "the same through the custom op",
                                "forward (autograd.Function)", "backward, allocations + remembered launches",
-                               "forward + backward"]
-    assert list(table[table.impl == "autograd.Function doing nothing"].what) == ["forward + backward"]
+                               "forward + backward", call_overhead.ON_CALLING_THREAD]
+    whole = ["forward + backward", call_overhead.ON_CALLING_THREAD]
+    assert list(table[table.impl == "autograd.Function doing nothing"].what) == whole
     in_python = table[table.impl == "SDPA flash kernels in a Python autograd.Function"]
-    assert list(in_python.what) == ["forward + backward"]
+    assert list(in_python.what) == whole
+    assert list(table[table.impl == "sdpa_flash"].what) == ["forward"] + whole
     if not torch.cuda.is_available():
-        assert list(in_python.host_us) == [flash_sweep.UNSUPPORTED]  # SDPA's flash kernels need a GPU
+        assert list(in_python.host_us) == [flash_sweep.UNSUPPORTED] * 2  # SDPA's flash kernels need a GPU
     timed = table[table.host_us != flash_sweep.UNSUPPORTED]
     assert set(timed.impl) >= {"flash_triton", "autograd.Function doing nothing"}
     assert all(0 < h <= w for h, w in zip(timed.host_us, timed.wall_us))
+
+
+def test_on_calling_thread_runs_the_backward_without_autograds_device_thread():
+    seen = []
+
+    class Record(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, grad):
+            seen.append(torch.autograd.is_multithreading_enabled())
+            return grad
+
+    x = torch.randn(3, requires_grad=True)
+    call_overhead.on_calling_thread(lambda: Record.apply(x).sum().backward())()
+    assert seen == [False] and torch.autograd.is_multithreading_enabled()  # switched back afterwards
+
+
+def test_backward_tile_facts_pick_the_fastest_tile_against_cudnn():
+    def row(bq, bk, passes, regs, spills, ms):
+        return {"impl": "flash_triton", "block_q": bq, "block_k": bk, "warps": 4, "stages": 3, "passes": passes,
+                "registers": regs, "spills": spills, "shared_kib": 90.0, "ms": ms}
+    rows = [{"impl": "sdpa_cudnn", "ms": 2.0}, row(64, 64, 1, 200, 0, 2.6), row(64, 64, 2, 255, 4, 2.4),
+            row(128, 128, 1, 255, 60, 5.0), row(64, 128, 1, 220, 0, 2.7)]
+    tiles = pd.DataFrame(rows).assign(vs_cudnn=lambda d: d.ms / 2.0)
+    found = leaderboard.backward_tile_facts(tiles)
+    assert (found["best"], found["best_passes"], found["best_ms"]) == ("64 × 64, 4 warps, 3 stages", 2, 2.4)
+    assert np.isclose(found["best_vs_cudnn"], 1.2) and found["cudnn_ms"] == 2.0
+    assert (found["spilling"], found["tried"], found["ref"], found["ref_registers"]) == (2, 4, "64 × 64", 200)
+    assert found["larger_lose"]  # one spills, the other is slower than the reference
+    rows[-1]["ms"] = 2.5  # a larger tile without spills that beats the reference
+    assert not leaderboard.backward_tile_facts(pd.DataFrame(rows).assign(vs_cudnn=1.0))["larger_lose"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (compiled kernels)")
+def test_backward_tiles_report_each_compiled_dkdv_kernel():
+    from systems.attention.flash_triton import Tiles
+
+    table = leaderboard.backward_tiles([Tiles(64, 64, 4, 3), Tiles(32, 64, 4, 2)], rep=5, warmup=1,
+                                       shape=(2, 512, 64))
+    assert list(table.impl) == ["sdpa_cudnn"] + ["flash_triton"] * 4 and list(table.passes[1:]) == [1, 2, 1, 2]
+    assert list(table.block_q[1:]) == [64, 64, 32, 32]
+    ours = table.iloc[1:]
+    assert (ours.registers > 0).all() and (ours.spills >= 0).all() and (ours.shared_kib > 0).all()
+    assert (pd.to_numeric(table.ms) > 0).all()
 
 
 def test_kernel_breakdown_accounts_for_each_step():

@@ -6,7 +6,7 @@ Python checks, one kernel launch through Triton's JIT with fixed and with autotu
 and the remembered launch a later call makes, the custom op, the autograd function), the backward's
 launches, a Python autograd function that does nothing, SDPA's own FlashAttention-2 kernels inside a Python
 autograd function (what autograd through Python costs a C++ kernel path), then whole calls of ours and of the SDPA
-back ends.
+back ends; each whole call also with its backward on the calling thread instead of autograd's device thread.
 
     python -m systems.bench.call_overhead
 """
@@ -58,6 +58,18 @@ class _SdpaFlashInPython(torch.autograd.Function):
         grads = torch.ops.aten._scaled_dot_product_flash_attention_backward(
             grad, q, k, v, o, lse, *ctx.lengths, 0.0, ctx.is_causal, seed, offset)
         return *grads, None
+
+
+ON_CALLING_THREAD = "forward + backward, backward on the calling thread"
+
+
+def on_calling_thread(step: Callable) -> Callable:
+    """``step`` with autograd's multithreading off: the backward runs on the thread that calls ``backward()``
+    instead of being handed to autograd's device thread and back (what a Python backward pays for that hand-off)."""
+    def run():
+        with torch.autograd.set_multithreading_enabled(False):
+            step()
+    return run
 
 
 def per_call_us(fn: Callable, n_calls: int, device: torch.device, repeats: int = 5) -> tuple[float, float]:
@@ -119,6 +131,9 @@ def call_overhead(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 
     for name in peers:
         steps[(name, "forward")] = lambda attend=attention(name): attend(q, k, v, is_causal)
         steps[(name, "forward + backward")] = backward_of(attention(name))
+    for (impl, what), fn in list(steps.items()):
+        if what == "forward + backward":
+            steps[(impl, ON_CALLING_THREAD)] = on_calling_thread(fn)
     rows = []
     for (impl, what), fn in tqdm(steps.items(), desc="per-call cost"):
         try:

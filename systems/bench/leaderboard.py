@@ -103,6 +103,68 @@ def variants(configs: dict, *, rep: int = 1000, warmup: int = 200, **kwargs) -> 
     return pd.DataFrame(rows)
 
 
+def backward_tiles(tiles, *, rep: int = 300, warmup: int = 50, shape: tuple[int, int, int] | None = None,
+                   dtype: torch.dtype = torch.bfloat16) -> pd.DataFrame:
+    """The backward alone at the leaderboard shape (causal, random O and dO from our forward), once per dK/dV tile
+    in ``tiles`` with one pass and with two (the dQ pass at its default tiles), untuned: ms by
+    ``triton.testing.do_bench`` (median), and what the compiled dK/dV kernel holds per thread and per program.
+    The first row is cuDNN's backward alone (SDPA's cuDNN back end, a retained graph) in the same run.
+
+    Registers are what limits the tiles: past 255 per thread ptxas spills to local memory."""
+    import triton.testing
+
+    from systems.attention.flash_triton import launch
+    from systems.attention.flash_triton.tiles import FlashConfig
+
+    n_heads, sequence_length, d_head = shape or SHAPE
+    q, k, v = torch.randn(3, 1, n_heads, sequence_length, d_head, device="cuda", dtype=dtype)
+    o, L = launch.forward(q, k, v, True, FlashConfig())
+    do = torch.randn_like(o)
+    rows = [{"impl": "sdpa_cudnn", "ms": _cudnn_backward_ms(q, k, v, do, rep, warmup)}]
+    for t, one in tqdm([(t, one) for t in tiles for one in (True, False)], desc="backward tiles"):
+        cfg = FlashConfig(dkdv=t, atomic_dq=one, autotune=False)
+        ms = triton.testing.do_bench(lambda: launch.backward(q, k, v, o, do, L, True, cfg), rep=rep, warmup=warmup,
+                                     return_mode="median")
+        dkdv = launch.backward_plan(q, k, v, o, do, L, True, cfg)[1]
+        rows.append({"impl": "flash_triton", "block_q": t.block_q, "block_k": t.block_k, "warps": t.num_warps,
+                     "stages": t.num_stages, "passes": 1 if one else 2, "registers": dkdv.registers,
+                     "spills": dkdv.spills, "shared_kib": dkdv.shared_bytes / 1024, "ms": ms})
+    del q, k, v, o, do, L
+    free_memory()
+    df = pd.DataFrame(rows, columns=["impl", "block_q", "block_k", "warps", "stages", "passes", "registers", "spills",
+                                     "shared_kib", "ms"])
+    df["vs_cudnn"] = df.ms / df.ms.iloc[0] if isinstance(df.ms.iloc[0], float) else None
+    return df
+
+
+def _cudnn_backward_ms(q, k, v, do, rep: int, warmup: int) -> float | str:
+    import triton.testing
+
+    q, k, v = (x.detach().requires_grad_() for x in (q, k, v))
+    try:
+        o = attention("sdpa_cudnn")(q, k, v, True)
+    except RuntimeError as exc:
+        if not refused(exc):
+            raise
+        return UNSUPPORTED
+    return triton.testing.do_bench(lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True), rep=rep,
+                                   warmup=warmup, return_mode="median")
+
+
+def backward_tile_facts(tiles: pd.DataFrame) -> dict:
+    """The fastest tile's backward against cuDNN's, how many kernels spill registers, and whether every tile larger
+    than the reference (the first one, one pass) spills or runs slower than it."""
+    ours = tiles[tiles.impl == "flash_triton"].astype({"ms": float, "block_q": int, "block_k": int, "warps": int,
+                                                       "stages": int})  # ints again, past the cuDNN row's blanks
+    best, ref = ours.loc[ours.ms.idxmin()], ours[ours.passes == 1].iloc[0]
+    larger = ours[ours.block_q * ours.block_k > ref.block_q * ref.block_k]
+    return {"best": f"{best.block_q} × {best.block_k}, {best.warps} warps, {best.stages} stages",
+            "best_passes": int(best.passes), "best_ms": best.ms, "best_vs_cudnn": best.vs_cudnn,
+            "cudnn_ms": tiles.ms.iloc[0], "spilling": int((ours.spills > 0).sum()), "tried": len(ours),
+            "ref": f"{ref.block_q} × {ref.block_k}", "ref_registers": int(ref.registers),
+            "larger_lose": bool(len(larger)) and bool(((larger.spills > 0) | (larger.ms > ref.ms)).all())}
+
+
 def kernel_breakdown(impls=IMPLS, *, steps: int = 20, top: int = 6, shape: tuple[int, int, int] | None = None,
                      dtype: torch.dtype = torch.bfloat16) -> pd.DataFrame:
     """Where a harness step's time goes: device time per step of each kernel, per implementation.
