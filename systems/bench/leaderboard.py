@@ -134,7 +134,8 @@ def backward_tiles(tiles, *, rep: int = 300, warmup: int = 50, shape: tuple[int,
     df = pd.DataFrame(rows, columns=["impl", "block_q", "block_k", "warps", "stages", "passes", "registers", "spills",
                                      "shared_kib", "ms"])
     df["vs_cudnn"] = df.ms / df.ms.iloc[0] if isinstance(df.ms.iloc[0], float) else None
-    return df
+    # counts stay integers beside the cuDNN row's blanks (a float column would print them as 64.000)
+    return df.astype({c: "Int64" for c in ("block_q", "block_k", "warps", "stages", "passes", "registers", "spills")})
 
 
 def _cudnn_backward_ms(q, k, v, do, rep: int, warmup: int) -> float | str:
@@ -155,7 +156,7 @@ def backward_tile_facts(tiles: pd.DataFrame) -> dict:
     """The fastest tile's backward against cuDNN's, how many kernels spill registers, and whether every tile larger
     than the reference (the first one, one pass) spills or runs slower than it."""
     ours = tiles[tiles.impl == "flash_triton"].astype({"ms": float, "block_q": int, "block_k": int, "warps": int,
-                                                       "stages": int})  # ints again, past the cuDNN row's blanks
+                                                       "stages": int})  # ints, also from a CSV with blanks
     best, ref = ours.loc[ours.ms.idxmin()], ours[ours.passes == 1].iloc[0]
     larger = ours[ours.block_q * ours.block_k > ref.block_q * ref.block_k]
     return {"best": f"{best.block_q} × {best.block_k}, {best.warps} warps, {best.stages} stages",
