@@ -636,7 +636,7 @@ if backward_tiles:
             "the score tiles), so the larger tiles, which would read K, V, Q and dO from shared memory fewer times "
             "per product and add dQ up less often per key, spill, or, spread over more warps to fit, lose more than "
             "they save. FlashAttention-3 fits them by "
-            "giving the multiplying warps more registers than the loading ones (`setmaxnreg`, with warp "
+            "giving the multiplying warps more registers than the loading ones (setmaxnreg, with warp "
             "specialisation), which Triton 3.6 cannot do for these kernels.",
             f"A tile larger than {found['ref']} ran faster than it without spilling: the default tiles should "
             "change.")))

@@ -58,11 +58,7 @@ def test_call_overhead_times_every_layer_of_the_call_path():
 def test_on_calling_thread_runs_the_backward_without_autograds_device_thread():
     seen = []
 
-    class Record(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x.view_as(x)
-
+    class Record(call_overhead._Nothing):
         @staticmethod
         def backward(ctx, grad):
             seen.append(torch.autograd.is_multithreading_enabled())
