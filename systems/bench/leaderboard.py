@@ -108,9 +108,7 @@ def backward_tiles(tiles, *, rep: int = 300, warmup: int = 50, shape: tuple[int,
     """The backward alone at the leaderboard shape (causal, random O and dO from our forward), once per dK/dV tile
     in ``tiles`` with one pass and with two (the dQ pass at its default tiles), untuned: ms by
     ``triton.testing.do_bench`` (median), and what the compiled dK/dV kernel holds per thread and per program.
-    The first row is cuDNN's backward alone (SDPA's cuDNN back end, a retained graph) in the same run.
-
-    Registers are what limits the tiles: past 255 per thread ptxas spills to local memory."""
+    The first row is cuDNN's backward alone (SDPA's cuDNN back end, a retained graph) in the same run."""
     import triton.testing
 
     from systems.attention.flash_triton import launch
