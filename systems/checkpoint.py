@@ -1,8 +1,10 @@
 """Training checkpoints that a crash cannot break, a flipped bit cannot slip through, and a stranger cannot
 use to run code.
 
-* Written atomically: to a temporary file in the same folder, flushed to disk, then renamed over the real
-  name, so a crash mid-write leaves the previous checkpoint (or none), never a truncated one.
+* Written atomically (:func:`systems.files.replace_atomically`): to a new temporary file of its own in the same
+  folder, created without following links, flushed to disk, then renamed over the real name, so a crash mid-write
+  leaves the previous checkpoint (or none), never a truncated one; a full disk is a :class:`~systems.files.DiskFull`
+  naming the folder.
 * Verified on load: a SHA-256 of the contents (every tensor's bytes, dtype and shape, and the plain data,
   walked in a fixed order) is recorded at save and recomputed at load.
 * Loaded with ``torch.load(weights_only=True)``: tensors and plain data only. A file that carries pickled
@@ -17,12 +19,13 @@ Any failure to read a checkpoint is one :class:`CheckpointError` naming the file
 from __future__ import annotations
 
 import hashlib
-import os
 import pickle
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from systems.files import replace_atomically
 
 FORMAT = 1
 
@@ -60,17 +63,8 @@ def save(path: str | Path, state: dict[str, Any]) -> Path:
     """Write ``state`` (tensors and plain data) to ``path`` atomically, with its content digest."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
+    with replace_atomically(path, "checkpoint") as f:
         torch.save({"format": FORMAT, "sha256": content_digest(state), "state": state}, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)  # the rename itself survives a power cut
-    finally:
-        os.close(folder)
     return path
 
 

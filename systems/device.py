@@ -36,6 +36,30 @@ def local_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def requested_device(spec: str) -> torch.device:
+    """The device ``spec`` names ("cpu", "cuda", "cuda:1", "mps"), checked against this machine: a ValueError that
+    names what the machine has for a spec it cannot parse or a device it lacks, not a failure at the first tensor."""
+    try:
+        device = torch.device(spec)
+    except RuntimeError as exc:
+        raise ValueError(f"device {spec!r} is not a device name ({str(exc).splitlines()[0][:120]}); e.g. cpu, cuda, "
+                         "cuda:0") from None
+    if device.type == "cpu":
+        return device
+    if device.type == "meta":
+        raise ValueError("device 'meta' holds no values: nothing can be trained or timed on it")
+    backend = getattr(torch, device.type, None)
+    count = backend.device_count() if backend is not None and hasattr(backend, "device_count") else 0
+    if device.type == "cuda" and not torch.cuda.is_available():
+        count = 0
+    if not count:
+        raise ValueError(f"device {spec!r}: this machine has no {device.type} device (it has: "
+                         f"{', '.join(['cpu'] + [f'cuda:{i}' for i in range(torch.cuda.device_count())])})")
+    if device.index is not None and device.index >= count:
+        raise ValueError(f"device {spec!r}: this machine has {count} {device.type} device(s), numbered from 0")
+    return device
+
+
 def synchronize(device: torch.device | str | None = None) -> None:
     """Wait for the work queued on a CUDA device (all of this process's, without an argument); CPU: nothing."""
     device = torch.device(device) if device is not None else None

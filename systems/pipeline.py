@@ -11,7 +11,10 @@ chapters' raw data it reads (``depends_on``); the pipeline runs dependencies fir
 
 A ``full`` run writes ``book/executed/NAME.ipynb`` and its raw results to ``book/data/NAME/``; it refuses
 a machine without what the chapter requires, so the book holds GPU results only where a GPU is needed. A
-``smoke`` run writes under ``_build/smoke/`` and cannot reach the book. Chapters run in their own folder
+``smoke`` run writes under ``_build/smoke/`` and cannot reach the book. Every run executes in a staging folder
+(``_build/staging/NAME/``, laid out as its target is, so the links a chapter writes to its data are the same) and
+replaces the chapter and its data only when it succeeds: a chapter that fails or times out leaves what the book
+had untouched, and its partial notebook in the staging folder to read. Chapters run in their own folder
 and get ``data_dir`` relative to it, so no machine's paths reach a page. Every executed notebook carries
 the provenance stamp of the machine that ran it in its metadata (``metadata.systems``), which the status
 page and the line at the top of each chapter show.
@@ -23,12 +26,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from systems import provenance
+from systems.files import write_text_atomically
 
 ROOT = provenance.ROOT
 NOTEBOOKS = ROOT / "notebooks"
@@ -36,6 +41,7 @@ BOOK = ROOT / "book"
 EXECUTED = BOOK / "executed"
 BOOK_DATA = BOOK / "data"
 SMOKE = ROOT / "_build" / "smoke"
+STAGING = ROOT / "_build" / "staging"
 NBVAL_REFS = ROOT / "tests" / "nbval"
 REQUIREMENTS = ("gpu", "2 gpus", "cpu")
 
@@ -134,6 +140,41 @@ def target(name: str, profile: str, into: str = "default") -> Target:
     return Target(SMOKE / f"{name}.ipynb", SMOKE / "data" / name)
 
 
+class ChapterFailed(RuntimeError):
+    """A chapter's run that did not finish; what it would have replaced is unchanged."""
+
+
+def staging(name: str, out: Target) -> Target:
+    """Where a run of ``name`` bound for ``out`` executes: under :data:`STAGING`, with the notebook and its data dir
+    placed relative to each other as in ``out`` (so ``data_param`` and every link to the data are the same), and the
+    data of the chapters it reads linked in."""
+    common = Path(os.path.commonpath([out.notebook.parent, out.data_dir])) if out.data_dir else out.notebook.parent
+    root = STAGING / name
+    shutil.rmtree(root, ignore_errors=True)
+    stage = Target(root / out.notebook.relative_to(common),
+                   root / out.data_dir.relative_to(common) if out.data_dir else None)
+    stage.notebook.parent.mkdir(parents=True)
+    if stage.data_dir is not None:
+        stage.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        for dep in needs(name).depends_on:
+            (stage.data_dir.parent / dep).symlink_to((out.data_dir.parent / dep).resolve(), target_is_directory=True)
+    return stage
+
+
+def publish(stage: Target, out: Target) -> None:
+    """Move a finished run into place: its data dir replaces the old one whole (a file the run did not write is not
+    left behind beside its results), then the notebook replaces the old one in one rename."""
+    if stage.data_dir is not None and stage.data_dir.is_dir():
+        old = out.data_dir.with_name(f".{out.data_dir.name}.replaced")
+        shutil.rmtree(old, ignore_errors=True)
+        if out.data_dir.exists():
+            os.replace(out.data_dir, old)
+        out.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(stage.data_dir, out.data_dir)
+        shutil.rmtree(old, ignore_errors=True)
+    shutil.move(stage.notebook, out.notebook)
+
+
 def _resolve(name: str, profile: str) -> str:
     """``auto``: ``full`` where this machine has what the chapter needs, else ``smoke``."""
     if profile != "auto":
@@ -162,16 +203,21 @@ def execute(name: str, profile: str, into: str = "default", timeout_s: int | Non
     os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
     nb = jupytext.read(NOTEBOOKS / f"{name}.py")
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    source = out.notebook.with_suffix(".source.ipynb")
+    stage = staging(name, out)
+    source = stage.notebook.with_suffix(".source.ipynb")
     nbformat.write(nb, source)
     try:
         papermill.execute_notebook(
-            str(source), str(out.notebook), parameters={"profile": profile, "data_dir": out.data_param},
-            kernel_name="python3", cwd=str(out.notebook.parent), execution_timeout=timeout_s, progress_bar=False,
+            str(source), str(stage.notebook), parameters={"profile": profile, "data_dir": stage.data_param},
+            kernel_name="python3", cwd=str(stage.notebook.parent), execution_timeout=timeout_s, progress_bar=False,
         )
+    except Exception as exc:
+        last = (str(exc).strip().splitlines() or [""])[-1][:300]
+        raise ChapterFailed(f"{name} failed ({type(exc).__name__}: {last}); {out.notebook} and its data are "
+                            f"unchanged; the failed run is in {stage.notebook}") from exc
     finally:
         source.unlink(missing_ok=True)
-    executed = scrub(nbformat.read(out.notebook, as_version=4))
+    executed = scrub(nbformat.read(stage.notebook, as_version=4))
     if into == "refs":
         # References are re-executed by nbval on other machines: keep them free of run-specific stamps.
         executed.metadata.pop("papermill", None)
@@ -180,7 +226,9 @@ def execute(name: str, profile: str, into: str = "default", timeout_s: int | Non
             cell.metadata.pop("execution", None)
     else:
         executed.metadata["systems"] = provenance.stamp(profile)
-    nbformat.write(executed, out.notebook)
+    nbformat.write(executed, stage.notebook)
+    publish(stage, out)
+    shutil.rmtree(STAGING / name, ignore_errors=True)
     return out.notebook
 
 
@@ -291,8 +339,7 @@ def write_status(path: Path = BOOK / "status.md") -> Path:
         stamp = info["stamp"]
         lines.append(f"| {name} | {needs_} | {machine(stamp)} | {_commit_cell(info)} | {stamp.get('date', '?')[:10]} "
                      f"| {'changed' if info['source_changed'] else 'unchanged'} |")
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return write_text_atomically(path, "\n".join(lines) + "\n", "status page")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -15,10 +15,18 @@ shard weights, gradients and optimizer state (:mod:`systems.fsdp`).
 
 A checkpoint (:mod:`systems.checkpoint`: atomic, checksummed, tensors and plain data only) holds the model,
 the optimizer (consolidated when sharded, so it resumes at any world size and under any wrapper), the step (which is the data
-position), the RNG and the run's settings. Resuming refuses a checkpoint whose settings differ from the
+position), the RNG, the run's settings and the data's identity (its contents' hash). Resuming checks the file as a
+schema first (:mod:`systems.train_state`), then refuses a checkpoint whose settings differ from the
 run's in anything that changes the loss curve (the model, data, seed, batch, schedule, optimizer, precision)
 and names the fields, unless ``--resume-anyway``. A loss or gradient norm that is not finite stops the run
 with the step named and a non-zero exit (``--max-bad-steps`` skips that many such steps first).
+
+Nothing the user has is lost to a failure. Every setting is checked before the model is built (ranges, the device,
+the attention on that device, the data's length, the launch environment, a model that cannot fit), and a
+refused one is a usage error (exit 2) naming the value and the rule. A checkpoint folder is held by one run at a
+time. Ctrl-C or SIGTERM ends the run at the next step boundary, with a checkpoint where a folder was given (exit
+130 or 143); a second Ctrl-C stops at once. A full disk names the disk (exit 1), and so does running out of
+device memory.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import argparse
 import contextlib
 import math
 import os
+import signal
 import statistics
 import sys
 from dataclasses import asdict, dataclass, field
@@ -39,21 +48,21 @@ import torch.nn.functional as F
 from torch.distributed.elastic.multiprocessing.errors import record
 from tqdm.auto import tqdm
 
-from systems import checkpoint
+from systems import checkpoint, train_state
 from systems import dist as sdist
 from systems.bench.flops import model_flops, mfu
 from systems.cli import HelpFormatter, add_arguments, build, dump_json, option
 from systems.data import TokenData
-from systems.device import local_device, timed
+from systems.device import is_oom, local_device, requested_device, timed
+from systems.files import exclusive_folder
 from systems.fsdp import SHARDED_WRAPPERS, wrap_model  # sharded state: checkpoints hold it gathered
+from systems.interrupts import Interrupted, StopRequests
 from systems.model import (ModelConfig, TransformerLM, add_model_arguments, check_tokens, models_from_args,
                            parameter_count, preset)
+from systems.train_checks import check_machine, check_settings
 from systems.zero import ShardedOptimizer
 
 WRAPPERS = ("none", "torch", "naive", "flat", "overlap", "bucketed", *SHARDED_WRAPPERS)
-# What a resumed run must share with its checkpoint to continue the same loss curve (the model aside).
-IDENTITY = ("data", "seed", "global_batch_size", "grad_accum", "max_steps", "lr", "min_lr", "warmup_steps",
-            "beta1", "beta2", "eps", "weight_decay", "grad_clip", "bf16")
 
 
 class TrainingDiverged(RuntimeError):
@@ -96,18 +105,7 @@ class TrainConfig:
     device: str | None = option("force a device, e.g. cpu (None: this rank's GPU, else the CPU)", default=None)
 
     def __post_init__(self) -> None:
-        if self.wrapper not in WRAPPERS:
-            raise ValueError(f"wrapper must be one of {WRAPPERS}, got {self.wrapper!r}")
-        for name in ("grad_accum", "max_steps", "global_batch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("max_bad_steps", "checkpoint_every", "checkpoint_blocks", "warmup_steps"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.checkpoint_every and not self.checkpoint_dir:
-            raise ValueError("checkpoint_every needs checkpoint_dir")
-        if self.zero1 and self.wrapper in SHARDED_WRAPPERS:
-            raise ValueError(f"--zero1 shards the optimizer state, which --wrapper {self.wrapper} shards already")
+        check_settings(self, WRAPPERS, SHARDED_WRAPPERS)
 
 
 def lr_at(cfg: TrainConfig, step: int) -> float:
@@ -121,23 +119,12 @@ def lr_at(cfg: TrainConfig, step: int) -> float:
 def train(cfg: TrainConfig) -> list[dict[str, Any]]:
     """Run ``cfg``; return one record per step taken (the same list on every rank).
 
-    Joins a process group when ``WORLD_SIZE`` is set (torchrun) and none exists, and leaves it at the end;
-    inside an existing group (``systems.dist.launch``) it uses that one; otherwise it runs alone.
+    Joins a process group when torchrun's environment describes one and none exists, and leaves it at the end;
+    inside an existing group (``systems.dist.launch``) it uses that one; otherwise it runs alone. Raises
+    :class:`Interrupted` after a Ctrl-C or SIGTERM, having finished the step (and saved, with a checkpoint folder).
     """
-    with _process_group():
-        return _Run(cfg).run()
-
-
-@contextlib.contextmanager
-def _process_group():
-    joined = "WORLD_SIZE" in os.environ and not dist.is_initialized()
-    if joined:
-        sdist.setup()
-    try:
-        yield
-    finally:
-        if joined:
-            sdist.teardown()
+    with sdist.group_from_environment(), _Run(cfg) as run:
+        return run.run()
 
 
 def train_many(rank: int, world_size: int, cfgs: list[TrainConfig]) -> list[list[dict[str, Any]]]:
@@ -145,39 +132,51 @@ def train_many(rank: int, world_size: int, cfgs: list[TrainConfig]) -> list[list
     return [train(cfg) for cfg in cfgs]
 
 
-def _writable_folder(path: Path, what: str) -> None:
-    """Create ``path`` if needed; raise before any work if nothing can be written there."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ValueError(f"cannot create the {what} folder {path}: {exc.strerror}") from None
-    if not os.access(path, os.W_OK):
-        raise ValueError(f"cannot write to the {what} folder {path}")
-
-
 class _Run:
+    """One run's settings checked, resources held (the checkpoint folder) and model built; use as a context."""
+
     def __init__(self, cfg: TrainConfig):
         self.cfg = cfg
+        self._held = contextlib.ExitStack()
+        try:
+            self._prepare()
+        except BaseException:
+            self._held.close()
+            raise
+
+    def __enter__(self) -> "_Run":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._held.close()
+
+    def _prepare(self) -> None:
+        cfg = self.cfg
         self.rank, self.world = sdist.rank(), sdist.world_size()
+        self.stop = StopRequests(enabled=False)  # run() listens for signals while it trains
+        if cfg.wrapper != "none" and not dist.is_initialized():
+            raise ValueError(f"--wrapper {cfg.wrapper} needs a process group: start the run with torchrun "
+                             f"(torchrun --nproc_per_node N -m systems.train ...), or use --wrapper none")
         if cfg.wrapper == "none" and self.world > 1:
             raise ValueError(f"{self.world} ranks need a data-parallel wrapper (--wrapper); 'none' is for one process")
         if cfg.global_batch_size % (self.world * cfg.grad_accum):
             raise ValueError(f"global batch {cfg.global_batch_size} does not split into {self.world} ranks × "
                              f"{cfg.grad_accum} micro-batches")
-        # everything that can fail on a path fails now, before the first step
-        if cfg.checkpoint_dir:
-            _writable_folder(Path(cfg.checkpoint_dir), "checkpoint")
-        if cfg.log_file:
-            _writable_folder(Path(cfg.log_file).parent, "log")
+        # everything that can fail on a path, a device or a size fails now, before the model is built
+        self.device = requested_device(cfg.device) if cfg.device else local_device()
+        self.sharded = cfg.wrapper in SHARDED_WRAPPERS
+        check_machine(cfg, self.device, self.world, self.sharded)
+        if cfg.checkpoint_dir and self.rank == 0:
+            self._held.enter_context(exclusive_folder(cfg.checkpoint_dir, "checkpoint"))
         self.data = TokenData.from_spec(cfg.data, cfg.model.vocab_size, cfg.seed)
-        ckpt = self._checkpoint() if cfg.resume else None
-
-        self.device = torch.device(cfg.device) if cfg.device else local_device()
+        self.data.check_context(cfg.model.context_length)
+        ckpt = checkpoint.load(cfg.resume) if cfg.resume else None
         self.n_params = parameter_count(cfg.model)
         torch.manual_seed(cfg.seed)  # the same initial weights on every rank (the wrappers broadcast them anyway)
         with torch.device(self.device):
             self.model = TransformerLM(cfg.model, checkpoint_blocks=cfg.checkpoint_blocks)
-        self.sharded = cfg.wrapper in SHARDED_WRAPPERS
+        if ckpt:
+            train_state.check_resumable(ckpt, cfg.resume, asdict(cfg), self.model, self.data.identity)
         if ckpt and not self.sharded:
             self.model.load_state_dict(ckpt["model"])
         if cfg.wrapper == "none":
@@ -197,6 +196,8 @@ class _Run:
                 self.net.load_full_optimizer_state_dict(self.optimizer, ckpt["optimizer"])
             else:
                 self.optimizer.load_state_dict(ckpt["optimizer"])
+            for group in self.optimizer.param_groups:  # the run's settings, not the file's, drive the updates
+                group.update(adamw)
             self.start = ckpt["step"]
             torch.set_rng_state(ckpt["rng"]["cpu"])
         self.autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if cfg.bf16
@@ -205,22 +206,6 @@ class _Run:
         gpu = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else None
         self.mfu = (lambda seconds: mfu(self.flops_per_step / self.world, seconds, gpu, "bf16" if cfg.bf16 else "fp32")
                     ) if gpu else (lambda seconds: None)
-
-    def _checkpoint(self) -> dict[str, Any]:
-        """The checkpoint to resume from, refused if it is of another run (see the module doc)."""
-        cfg = self.cfg
-        ckpt = checkpoint.load(cfg.resume)
-        saved, here = ckpt["config"], asdict(cfg)
-        differ = {k: (saved["model"].get(k), v) for k, v in here["model"].items()
-                  if k not in ("attention", "name") and saved["model"].get(k) != v}
-        if differ:
-            raise ValueError(f"checkpoint {cfg.resume} is of another model; differing fields (saved, requested): "
-                             f"{differ}")
-        differ = {k: (saved.get(k), here[k]) for k in IDENTITY if saved.get(k) != here[k]}
-        if differ and not cfg.resume_anyway:
-            raise ValueError(f"checkpoint {cfg.resume} is of another run; it would not continue the same curve. "
-                             f"Differing settings (saved, requested): {differ}. Pass --resume-anyway to resume regardless")
-        return ckpt
 
     def run(self) -> list[dict[str, Any]]:
         cfg, records = self.cfg, []
@@ -234,14 +219,23 @@ class _Run:
                    "config": asdict(cfg)})
         bar = tqdm(range(self.start, cfg.max_steps), desc=f"train {cfg.wrapper}{' zero1' if cfg.zero1 else ''}",
                    disable=not (cfg.progress and self.rank == 0))
-        for step in bar:
-            record = self.step(step)
-            records.append(record)
-            self._log(record)
-            bar.set_postfix(loss=f"{record['loss']:.4f}", tok_s=f"{record['tokens_per_s']:.3g}")
-            done = step + 1
-            if cfg.checkpoint_dir and (done == cfg.max_steps or (cfg.checkpoint_every and done % cfg.checkpoint_every == 0)):
-                self.save(done)
+        saved = None
+        with StopRequests() as self.stop:
+            for step in bar:
+                record = self.step(step)
+                records.append(record)
+                self._log(record)
+                bar.set_postfix(loss=f"{record['loss']:.4f}", tok_s=f"{record['tokens_per_s']:.3g}")
+                done = step + 1
+                stopping = record.pop("stop")
+                if cfg.checkpoint_dir and (stopping or done == cfg.max_steps
+                                           or (cfg.checkpoint_every and done % cfg.checkpoint_every == 0)):
+                    saved = self.save(done)
+                if stopping:
+                    bar.close()
+                    self._log({"event": "stopped", "signal": self.stop.signal.name if self.stop.signal else "peer",
+                               "step": done})
+                    raise Interrupted(self.stop.signal or signal.SIGTERM, done, saved)
         return records
 
     def step(self, step: int) -> dict[str, Any]:
@@ -250,7 +244,7 @@ class _Run:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         with timed(self.device) as elapsed:
-            loss, grad_norm, skipped = self._update(step)
+            loss, grad_norm, skipped, stop = self._update(step)
         tokens = cfg.global_batch_size * cfg.model.context_length
         return {
             "step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm, "skipped": skipped,
@@ -258,11 +252,13 @@ class _Run:
             "mfu": self.mfu(elapsed.ms / 1e3),
             "peak_memory_mb": (torch.cuda.max_memory_allocated(self.device) / 2**20
                                if self.device.type == "cuda" else math.nan),
+            "stop": stop,
         }
 
-    def _update(self, step: int) -> tuple[float, float, bool]:
+    def _update(self, step: int) -> tuple[float, float, bool, bool]:
         """Forward and backward over this rank's micro-batches, gradient sync, clip, optimizer step: the
-        global batch's loss, the gradient norm before clipping, and whether the step was skipped."""
+        global batch's loss, the gradient norm before clipping, whether the step was skipped, and whether any rank
+        was asked to stop after it."""
         cfg = self.cfg
         x, y = self.data.local_batch(step, cfg.global_batch_size, cfg.model.context_length, self.rank, self.world)
         check_tokens(x, cfg.model)  # on the host, before the batch reaches the GPU
@@ -285,10 +281,13 @@ class _Run:
         clip = cfg.grad_clip or math.inf
         grad_norm = (self.net.clip_grad_norm_(clip) if self.sharded  # the norm over all ranks' shards
                      else float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)))
-        if self.world > 1:  # the logged loss is the global batch's, as in a single process
-            dist.all_reduce(loss_sum)
-            loss_sum /= self.world
-        loss = loss_sum.item()
+        # the logged loss is the global batch's, as in a single process; a stop request reaches every rank with it,
+        # so all ranks end after the same step
+        shared = torch.stack([loss_sum, torch.tensor(float(self.stop.signal is not None), device=self.device)])
+        if self.world > 1:
+            dist.all_reduce(shared)
+            shared[0] /= self.world
+        loss, stop = shared.tolist()
         # every rank sees the same global loss and (synchronised gradients') norm, so all decide alike
         skipped = not (math.isfinite(loss) and math.isfinite(grad_norm))
         if skipped:
@@ -299,7 +298,7 @@ class _Run:
         else:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return loss, grad_norm, skipped
+        return loss, grad_norm, skipped, stop > 0
 
     def save(self, done: int) -> Path:
         """Write ``step_{done}.pt`` (rank 0); every rank takes part, since a sharded state is gathered first."""
@@ -313,7 +312,8 @@ class _Run:
                 "model": model_state, "optimizer": optimizer_state, "step": done,
                 "config": asdict(self.cfg), "world_size": self.world,
                 # the batch of a step is a function of (data, seed, step): the step is the data position
-                "data": {"source": self.cfg.data, "seed": self.cfg.seed, "next_step": done},
+                "data": {"source": self.cfg.data, "identity": self.data.identity, "seed": self.cfg.seed,
+                         "next_step": done},
                 "rng": {"cpu": torch.get_rng_state()},
             })
         if self.world > 1:
@@ -350,18 +350,36 @@ def _parser() -> argparse.ArgumentParser:
 
 @record  # under torchrun, a failing rank's traceback reaches torchrun's summary
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    """The command line; every failure a user can meet ends in one line naming it, not a traceback: exit 2 for a
+    setting, path, checkpoint or launch environment that cannot work, 3 for a diverged run, 1 for a full disk or
+    exhausted memory, 128 + the signal's number after a Ctrl-C or SIGTERM."""
     p = _parser()
     args = p.parse_args(argv)
     cfg = build(p, TrainConfig, args, model=models_from_args(p, args)[0])
-    with _process_group():
-        try:
-            run = _Run(cfg)
-        except (ValueError, OSError) as exc:  # a setting, a path or a checkpoint that cannot work: no traceback
-            p.exit(2, f"{p.prog}: error: {exc}\n")
-        try:
-            records = run.run()
-        except TrainingDiverged as exc:
-            p.exit(3, f"{p.prog}: training diverged: {exc}\n")
+    fail = lambda code, what: p.exit(code, f"{p.prog}: {what}\n")  # noqa: E731
+    try:
+        with sdist.group_from_environment():
+            try:
+                run = _Run(cfg)
+            except (ValueError, OSError) as exc:  # a setting, a path or a checkpoint that cannot work
+                fail(2, f"error: {exc}")
+            with run:
+                records = run.run()
+    except sdist.LaunchError as exc:
+        fail(2, f"error: {exc}")
+    except TrainingDiverged as exc:
+        fail(3, f"training diverged: {exc}")
+    except Interrupted as exc:
+        fail(128 + exc.signal, str(exc))
+    except KeyboardInterrupt:
+        fail(130, "interrupted: the step in progress is lost; earlier checkpoints are intact")
+    except (torch.OutOfMemoryError, RuntimeError) as exc:
+        if not is_oom(exc):
+            raise
+        fail(1, f"out of memory on {cfg.device or 'this device'}: {str(exc).splitlines()[0][:200]} (try a smaller "
+                "--global-batch-size, a larger --grad-accum, --checkpoint-blocks or --bf16)")
+    except OSError as exc:  # a full disk (systems.files.DiskFull names it), a log file that cannot be written
+        fail(1, f"error: {exc}")
     if records and int(os.environ.get("RANK", 0)) == 0:  # the group is gone: ask torchrun's environment
         s = summarize(records)
         print(f"steps {records[0]['step']}..{records[-1]['step']}: final loss {s['final_loss']:.4f}, "

@@ -508,6 +508,50 @@ def test_output_and_gradients_keep_the_model_layout():
     for name, actual, exp in zip(("O", "dQ", "dK", "dV"), (o, *grads), expected[:1] + expected[2:]):
         assert_close_to(actual, exp, tol(torch.float32), name)
 
+# ---- sizes that change under torch.compile ----------------------------------------------------------------------
+
+
+def _symbolic(shape: tuple[int, ...], dynamic_dim: int):
+    """A fake tensor of ``shape`` whose ``dynamic_dim`` is a symbolic size, as torch.compile traces with dynamic
+    shapes, and the shape environment that collects the guards."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+    env = ShapeEnv()
+    dims = [DimDynamic.DYNAMIC if i == dynamic_dim else DimDynamic.STATIC for i in range(len(shape))]
+    fake = FakeTensorMode(shape_env=env).from_tensor(torch.empty(shape), symbolic_context=StatelessSymbolicContext(
+        dynamic_sizes=dims))
+    return fake, env
+
+
+@pytest.mark.parametrize("dim", [0, 2], ids=["batch", "length"])
+def test_shape_keys_of_symbolic_sizes_are_plain_and_guard_nothing(dim):
+    # Traced with dynamic shapes, the launch path keys its tiles and pass count on the traced example's sizes (a
+    # dictionary cannot hold a symbolic size: "unhashable type: non-nested SymInt"), and adds no guard on the length
+    # or the batch, which would make the compiler recompile for every new one.
+    from systems.attention.flash_triton import keys
+
+    q, env = _symbolic((3, 4, 768, 64), dim)
+    assert not isinstance(q.shape[dim], int)
+    meta = keys.meta(q, q, True, FlashConfig())
+    tune = keys.tune_key("fwd", q.dtype, meta)
+    passes = keys.pass_key(q, q, True, FlashConfig())
+    assert {tune: 1, passes: 2}  # hashable
+    assert meta["Q_BUCKET"] == meta["K_BUCKET"] == 1024 and meta["HEAD_DIM"] == 64 and passes[-2] == 16
+    assert keys.heads_per_group(FlashConfig(), q, q.shape[0] * q.shape[1]) >= 1
+    assert keys.even(q.shape[2], 64) is (dim != 2)  # a symbolic length may leave the last tile partial
+    assert not env.guards, env.guards
+
+
+def test_compiled_function_at_changing_lengths():
+    # torch.compile of the function called at one length, then others: the second call recompiles with a dynamic
+    # length (or keeps one), and every call is right
+    torch._dynamo.reset()
+    compiled = torch.compile(APPLY, backend="aot_eager")
+    for n in (40, 56, 33):
+        check_sum_backward(compiled, (1, 2), n, 32, tol(torch.float32))
+
+
 # ---- the launch path ------------------------------------------------------------------------------------------
 
 
@@ -580,6 +624,46 @@ def test_gpu_compiled_call_tunes_a_shape_key_it_has_not_seen(monkeypatch):
     # one pass or two timed on real tensors too (each way tunes its own kernels)
     assert {key[0] for key in launch.CHOSEN} >= {"fwd", "dkdv"} and len(launch.PASSES) == 1
     assert all(key[2] == 512 for key in launch.CHOSEN)  # the length's bucket: keyed like an eager call
+
+
+@pytest.mark.gpu
+@GPU
+@pytest.mark.parametrize("dynamic", [None, True], ids=["recompile", "dynamic"])
+def test_gpu_compiled_function_at_changing_lengths(dynamic):
+    # The GPU path traces the kernels' launches (triton_op): at a second length the compiler traces again with the
+    # length symbolic, and the launch path must key, bucket and launch with it. Lengths below, inside and across
+    # tile and bucket boundaries, batch and heads changing too; every call against the oracle.
+    torch._dynamo.reset()
+    compiled = torch.compile(APPLY, dynamic=dynamic)
+    for batch, n in (((2, 4), 256), ((2, 4), 384), ((1, 4), 1000), ((3, 2), 67), ((2, 4), 256)):
+        check_sum_backward(compiled, batch, n, 64, tol(torch.bfloat16), dtype=torch.bfloat16)
+    q, k, v = make_qkv((2, 3), 200, 300, 64, dtype=torch.bfloat16)  # Nq != Nk, marked dynamic by hand
+    for t in (q, k, v):
+        torch._dynamo.mark_dynamic(t, 2)
+    check_against_reference(compiled, q, k, v, False, tol(torch.bfloat16))
+
+
+@pytest.mark.gpu
+@GPU
+def test_gpu_compiled_model_at_a_second_context_length():
+    # A model compiled with our attention, trained a step at one context length and evaluated at others (the
+    # compiler retraces with a symbolic length), against the same weights with naive attention.
+    from systems.model import TransformerLM, preset
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = TransformerLM(preset("tiny", vocab_size=97, context_length=512, attention="flash_triton")).to(DEVICE)
+    compiled = torch.compile(model)
+    for n in (256, 384, 500):
+        tokens = torch.randint(0, 97, (2, n), device=DEVICE)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            got = compiled(tokens).float()
+            got.sum().backward()
+            model.set_attention("naive")
+            want = model(tokens).float()
+            model.set_attention("flash_triton")
+        torch.testing.assert_close(got, want, rtol=3e-2, atol=3e-2)
+        model.zero_grad(set_to_none=True)
 
 
 @pytest.mark.gpu

@@ -263,6 +263,59 @@ def fsdp2_run(rank: int, world: int) -> dict:
     return against_fsdp2(rank, world, {})
 
 
+def fsdp2_units(rank: int, world: int) -> dict:
+    """PyTorch's FSDP2 around our Transformer LM (units found from its blocks) and around the toy model (units given):
+    the FSDP2 units made, and the collectives of one training step, counted at torch.distributed's functions."""
+    from torch.distributed.fsdp import FSDPModule
+
+    from systems.fsdp.torch_fsdp import TorchFSDP
+    from systems.model import TransformerLM, preset
+
+    calls = {"all_gather": 0, "reduce_scatter": 0}
+
+    def counting(kind, fn):
+        def call(*args, **kwargs):
+            calls[kind] += 1
+            return fn(*args, **kwargs)
+        return call
+
+    for name in ("all_gather_single", "all_gather_into_tensor", "reduce_scatter_single", "reduce_scatter_tensor"):
+        if hasattr(torch.distributed, name):
+            kind = "all_gather" if name.startswith("all_gather") else "reduce_scatter"
+            setattr(torch.distributed, name, counting(kind, getattr(torch.distributed, name)))
+    torch.manual_seed(0)
+    lm = TransformerLM(preset("tiny", num_layers=3, vocab_size=64, context_length=16))
+    wrapped = TorchFSDP(lm)
+    out = {"lm_units": sum(isinstance(m, FSDPModule) for m in lm.modules())}
+    ids = torch.randint(0, 64, (2, 16))
+    F.cross_entropy(wrapped(ids).flatten(0, 1), ids.flatten()).backward()
+    out["lm_step"] = dict(calls)
+    toy = Toy()
+    TorchFSDP(toy, units=[toy.linear1, toy.linear2])
+    out["toy_units"] = sum(isinstance(m, FSDPModule) for m in toy.modules())
+    return out
+
+
+@pytest.mark.distributed
+def test_fsdp2_makes_one_unit_per_transformer_block_and_collects_per_unit():
+    for rank in launch(fsdp2_units, 2, backend="gloo", timeout_s=120):
+        assert rank["lm_units"] == 3 + 1, rank  # the blocks, and the root with the embedding, norm and head
+        step = rank["lm_step"]
+        assert step["reduce_scatter"] == 4, step  # one per unit
+        # each unit gathered in the forward, each block again in the backward (the root stays gathered between)
+        assert step["all_gather"] == 4 + 3, step
+        assert rank["toy_units"] == 2 + 1
+
+
+def test_fsdp2_refuses_units_outside_the_model():
+    from systems.fsdp.torch_fsdp import TorchFSDP, repeated_blocks
+
+    toy = Toy()
+    assert repeated_blocks(toy) == []  # no stack of blocks: one unit per Linear and Embedding, as before
+    with pytest.raises(ValueError, match="submodules"):
+        TorchFSDP(toy, units=[Toy().linear1])
+
+
 @pytest.fixture(scope="module")
 def runs():
     out = {w: launch(play, w, list(SCENARIOS), backend="gloo", timeout_s=240) for w in (2, 3)}

@@ -22,6 +22,8 @@ PyTorch's, the anchors (:data:`PEERS`, peers.py):
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
 from typing import Callable
 
 import torch
@@ -52,3 +54,33 @@ def get_attention(name: str) -> AttentionFn:
         raise ValueError(f"unknown attention implementation {name!r}; choose one of {available()}")
     module, attr = _REGISTRY[name].split(":")
     return getattr(importlib.import_module(module), attr)
+
+
+def unavailable(name: str, device: torch.device, dtype: torch.dtype, head_dim: int) -> str | None:
+    """Why attention ``name`` cannot run on ``device`` for inputs of ``dtype`` and ``head_dim``, or None: what a run
+    asks before it builds a model. Ours by their documented limits (the FlashAttention kernels take head dims 16..128;
+    the Triton one needs a GPU or Triton's interpreter, which cannot compute bf16); PyTorch's SDPA back ends by
+    asking them to run once on a tiny input, so their own rules (dtypes, head dims, devices) answer."""
+    get_attention(name)  # an unknown name is refused with the choices
+    if name in ("flash_pytorch", "flash_triton"):
+        from systems.attention._checks import MAX_HEAD_DIM, MIN_HEAD_DIM
+
+        if not MIN_HEAD_DIM <= head_dim <= MAX_HEAD_DIM:
+            return f"takes head dims {MIN_HEAD_DIM}..{MAX_HEAD_DIM}, the model's is {head_dim}"
+    if name == "flash_triton":
+        if importlib.util.find_spec("triton") is None:
+            return "needs Triton (pip install triton)"
+        interpreted = os.environ.get("TRITON_INTERPRET") == "1"
+        if device.type != "cuda" and not interpreted:
+            return f"needs a CUDA GPU (or TRITON_INTERPRET=1 to run in Triton's interpreter), not {device}"
+        if device.type == "cpu" and dtype == torch.bfloat16:
+            return "cannot compute bf16 in Triton's CPU interpreter (use fp32 on the CPU, or a GPU)"
+    if name in ("sdpa_flash", "sdpa_cudnn"):
+        q = torch.zeros(1, 1, 2, head_dim, device=device, dtype=dtype).normal_()
+        try:
+            with torch.no_grad():
+                get_attention(name)(q, q, q, True)
+        except RuntimeError as exc:
+            return f"refused by PyTorch on {device} for {str(dtype).removeprefix('torch.')} inputs: " \
+                   f"{str(exc).strip().splitlines()[0][:200]}"
+    return None

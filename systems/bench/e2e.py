@@ -36,6 +36,7 @@ from systems.bench.flops import model_flops, mfu
 from systems.bench.timing import summarize
 from systems.cli import HelpFormatter, add_arguments, build, dump_json, option
 from systems.device import OOM, free_memory, record_memory, run_or_oom, timed
+from systems.files import write_text_atomically
 from systems.model import ModelConfig, TransformerLM, add_model_arguments, models_from_args, parameter_count, \
     preset, resize
 from systems.nvtx import annotate
@@ -73,7 +74,29 @@ class BenchConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "BenchConfig":
-        return cls(**{**d, "model": ModelConfig(**d["model"])})
+        return cls(**{**d, "model": ModelConfig(**d.get("model", {}))})
+
+
+def read_configs(path: str | Path) -> list[BenchConfig]:
+    """The configurations a ``--config`` file holds: a JSON list of objects with :class:`BenchConfig`'s fields and a
+    ``model`` object of :class:`ModelConfig`'s. A file that is not such a list is a ValueError naming the file, the
+    entry and what is wrong with it."""
+    try:
+        entries = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise ValueError(f"cannot read the configuration file {path}: {exc.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"the configuration file {path} is not JSON: {exc}") from None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("model", {}), dict)
+                                                for e in entries):
+        raise ValueError(f"the configuration file {path} must hold a list of objects, each with a 'model' object")
+    configs = []
+    for i, entry in enumerate(entries):
+        try:
+            configs.append(BenchConfig.from_dict(entry))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"entry {i} of {path}: {exc}") from None
+    return configs
 
 
 def vary(base: BenchConfig, **changes: Any) -> BenchConfig:
@@ -233,9 +256,8 @@ def _check_writable(path: str | Path) -> None:
 
 
 def _write_json(path: str | Path, rows: list[dict[str, Any]]) -> None:
-    tmp = Path(f"{path}.tmp")
-    tmp.write_text(dump_json({"provenance": stamp(), "results": rows}, indent=1))
-    os.replace(tmp, path)  # a reader never sees half a file
+    # a reader never sees half a file, and a failed write leaves the last complete one
+    write_text_atomically(path, dump_json({"provenance": stamp(), "results": rows}, indent=1), "results")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -256,7 +278,10 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
         except ValueError as exc:
             p.error(str(exc))
     if args.config:
-        configs = [BenchConfig.from_dict(d) for d in json.loads(Path(args.config).read_text())]
+        try:
+            configs = read_configs(args.config)
+        except ValueError as exc:
+            p.error(str(exc))
     else:
         grid = product(models_from_args(p, args), args.mode, args.dtype)
         configs = [build(p, BenchConfig, argparse.Namespace(**{**vars(args), "mode": mode, "dtype": dtype}), model=m)

@@ -1,10 +1,12 @@
 """PyTorch's FSDP2 (``torch.distributed.fsdp.fully_shard``) behind the interface of our FSDP, so the training
 entry point and the benchmarks run either.
 
-Each Transformer block (or, in a model without ``blocks``, each Linear and Embedding layer) becomes one FSDP2
-unit, and the root takes what is left (embedding, head, final norm); parameters become DTensors sharded along
-their first dimension. With ``compute_dtype`` the mixed-precision policy gathers weights in that dtype and
-reduces gradients in fp32. Checkpoints go through ``torch.distributed.checkpoint.state_dict`` as full state
+Each Transformer block becomes one FSDP2 unit, and the root takes what is left (embedding, head, final norm):
+one all-gather per block in the forward, one in the backward and one reduce-scatter, as torchtitan wraps its
+models. The blocks are the ``units`` given, else :func:`repeated_blocks` (our model's ``layers``; the stack of
+any model built as one); a model with no such stack falls back to one unit per Linear and Embedding layer.
+Parameters become DTensors sharded along their first dimension. With ``compute_dtype`` the mixed-precision policy
+gathers weights in that dtype and reduces gradients in fp32. Checkpoints go through ``torch.distributed.checkpoint.state_dict`` as full state
 dicts, re-keyed to the positions a plain optimizer's state dict uses, so they load into our FSDP, into DDP or
 into a single process alike.
 """
@@ -20,13 +22,26 @@ import torch.nn as nn
 from systems.fsdp.shard import is_shardable
 
 
+def repeated_blocks(module: nn.Module) -> list[nn.Module]:
+    """The blocks of a model built as a stack: the members of its largest ``nn.ModuleList`` whose members are all of
+    one class (our ``TransformerLM.layers``; GPT-2's ``h``, Llama's ``layers``); empty if it has none."""
+    stacks = [list(m) for m in module.modules()
+              if isinstance(m, nn.ModuleList) and len(m) and len({type(b) for b in m}) == 1]
+    return max(stacks, key=len, default=[])
+
+
 class TorchFSDP(nn.Module):
-    def __init__(self, module: nn.Module, compute_dtype: torch.dtype | None = None):
+    def __init__(self, module: nn.Module, compute_dtype: torch.dtype | None = None,
+                 units: list[nn.Module] | None = None):
         super().__init__()
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
         policy = MixedPrecisionPolicy(param_dtype=compute_dtype, reduce_dtype=torch.float32)
-        units = list(module.blocks) if hasattr(module, "blocks") else [m for m in module.modules() if is_shardable(m)]
+        if units is None:
+            units = repeated_blocks(module) or [m for m in module.modules() if is_shardable(m)]
+        inside = {id(m) for m in module.modules()}
+        if any(id(u) not in inside or u is module for u in units):
+            raise ValueError("units must be submodules of the wrapped module (the root is wrapped anyway)")
         for unit in units:
             fully_shard(unit, mp_policy=policy)
         fully_shard(module, mp_policy=policy)

@@ -29,9 +29,25 @@ PACKAGE_DIR = str(Path(__file__).resolve().parents[1])  # .../systems, to find t
 PHASES = ("forward", "backward", "optimizer", "zero_grad")
 
 
+class _PlainData(pickle.Unpickler):
+    """An unpickler that builds lists, dicts, strings and numbers and nothing else: a snapshot is only these, while
+    a pickle in general can name any function to call while it loads."""
+
+    def find_class(self, module: str, name: str):
+        raise pickle.UnpicklingError(f"it names {module}.{name}, and a memory snapshot holds plain data only")
+
+
 def load_snapshot(path: str | Path) -> dict[str, Any]:
-    with open(path, "rb") as f:
-        return pickle.load(f)
+    """A CUDA memory snapshot written by :func:`systems.device.record_memory` (``torch.cuda.memory._dump_snapshot``).
+    A file that is not one is refused with a ValueError, and nothing in it is run: the loader builds plain data only."""
+    try:
+        with open(path, "rb") as f:
+            snapshot = _PlainData(f).load()
+    except Exception as exc:  # the loader builds plain data only: any failure is a file of another format
+        raise ValueError(f"{path} is not a CUDA memory snapshot: {str(exc)[:200] or type(exc).__name__}") from None
+    if not (isinstance(snapshot, dict) and "segments" in snapshot):
+        raise ValueError(f"{path} is not a CUDA memory snapshot (no 'segments' in it)")
+    return snapshot
 
 
 def _trace(snapshot: dict[str, Any], device: int | None) -> tuple[int, list[dict[str, Any]]]:

@@ -34,11 +34,11 @@ from torch.utils._python_dispatch import _disable_current_modes
 from triton import knobs
 from triton.runtime import driver
 
-from systems.attention.flash_triton import kernels
+from systems.attention.flash_triton import kernels, keys
 from systems.attention.flash_triton.interpreter import patch_index
 from systems.attention.flash_triton.layouts import (concrete, gradients, layout_key, outputs, real_like,
                                                    tma_ready)
-from systems.attention.flash_triton.tiles import CANDIDATES, FlashConfig, Tiles, default_tiles, fitting, head_group
+from systems.attention.flash_triton.tiles import CANDIDATES, FlashConfig, Tiles, default_tiles, fitting
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 JIT = {"fwd": kernels.flash_fwd_kernel, "dkdv": kernels.flash_bwd_dkdv_kernel, "dq": kernels.flash_bwd_dq_kernel,
@@ -47,8 +47,6 @@ JIT = {"fwd": kernels.flash_fwd_kernel, "dkdv": kernels.flash_bwd_dkdv_kernel, "
 EVEN = {"fwd": ("EVEN_K", "N_KEYS", "BLOCK_K"), "dkdv": ("EVEN_Q", "N_QUERIES", "BLOCK_Q"),
         "dq": ("EVEN_K", "N_KEYS", "BLOCK_K")}
 PROGRAM_TILE = {"fwd": "BLOCK_Q", "dkdv": "BLOCK_K", "dq": "BLOCK_Q"}
-TUNE_KEY = ("Q_BUCKET", "K_BUCKET", "HEAD_DIM", "CAUSAL", "SKIP_MASKED", "SPLIT_DIAGONAL", "UNMASKED_FIRST", "TMA",
-            "ATOMIC_DQ")
 CHOSEN: dict[tuple, Tiles] = {}  # shape key -> the tiles autotuning chose for it
 PASSES: dict[tuple, bool] = {}  # the backward's shape key -> whether one pass was the faster there
 PLANS: dict[tuple, tuple[Launch, ...]] = {}  # layout key -> the launches of a call, in order
@@ -73,7 +71,7 @@ def _tuner(kind: str):
     # The dtype of every tensor argument joins the key automatically. cache_results keeps the choice on disk
     # (in Triton's cache directory), so only the first run on a machine pays for tuning. Timing a candidate runs
     # the kernel: the dQ it adds up must start from zero again each time.
-    return triton.autotune(configs=configs, key=list(TUNE_KEY), prune_configs_by={"early_config_prune": prune},
+    return triton.autotune(configs=configs, key=list(keys.TUNE_KEY), prune_configs_by={"early_config_prune": prune},
                            reset_to_zero=["DQ_ACC"] if kind == "dkdv" else None, cache_results=True)(even)
 
 
@@ -134,11 +132,6 @@ def _to_tiles(c: triton.Config) -> Tiles:
     return Tiles(c.kwargs["BLOCK_Q"], c.kwargs["BLOCK_K"], c.num_warps, c.num_stages)
 
 
-def _bucket(n: int) -> int:
-    # Past a few thousand rows the grid fills the GPU and the best tiles stop changing with length.
-    return min(triton.next_power_of_2(n), 4096)
-
-
 def _launch(kind: str, tiles: Tiles | None, autotune: bool, rows: int, batch_heads: int, args, meta,
             traced: bool = False) -> Launch | None:
     """Launch one kernel over (tiles of ``rows``, batch*heads) with fixed, remembered or (first time) tuned tiles;
@@ -147,7 +140,7 @@ def _launch(kind: str, tiles: Tiles | None, autotune: bool, rows: int, batch_hea
     a shape key seen for the first time is tuned on real tensors of the same layout (:func:`real_like`), or, with
     symbolic sizes, takes the defaults; the launch is left to the compiler's code."""
     if tiles is None and autotune and not INTERPRET:
-        key = (kind, args[0].dtype, *(meta[k] for k in TUNE_KEY if k in meta))
+        key = keys.tune_key(kind, args[0].dtype, meta)
         tiles = CHOSEN.get(key)
         if tiles is None and traced and concrete(args):
             with _disable_current_modes():  # real tensors and launches, outside the compiler's tracing
@@ -165,7 +158,7 @@ def _launch(kind: str, tiles: Tiles | None, autotune: bool, rows: int, batch_hea
     flag, length, tile = EVEN[kind]
     block = {"BLOCK_Q": tiles.block_q, "BLOCK_K": tiles.block_k}
     grid = _grid(triton.cdiv(rows, block[PROGRAM_TILE[kind]]), batch_heads)
-    kwargs = meta | block | {flag: meta[length] % block[tile] == 0}
+    kwargs = meta | block | {flag: keys.even(meta[length], block[tile])}
     kernel = _launcher(kind, traced)[grid](*args, **kwargs, num_warps=tiles.num_warps, num_stages=tiles.num_stages)
     return None if traced else _as_launch(kind, kernel, grid, args, kwargs)
 
@@ -189,32 +182,14 @@ def _launcher(kind: str, traced: bool):
     return torch.library.wrap_triton(JIT[kind]) if traced else JIT[kind]
 
 
-def _block_d(d: int) -> int:
-    """The head-dim block: the next power of two (at least 16), padded with zeros past d."""
-    return max(16, triton.next_power_of_2(d))
-
-
-def _meta(q: torch.Tensor, k: torch.Tensor, is_causal: bool, cfg: FlashConfig) -> dict:
-    _, H, n_q, d = q.shape
-    return dict(H=H, N_QUERIES=n_q, N_KEYS=k.shape[2], Q_BUCKET=_bucket(n_q), K_BUCKET=_bucket(k.shape[2]),
-                HEAD_DIM=d, BLOCK_D=_block_d(d), CAUSAL=is_causal,
-                SKIP_MASKED=cfg.skip_masked_tiles, SPLIT_DIAGONAL=cfg.split_diagonal)
-
-
-def _head_group(cfg: FlashConfig, streamed: torch.Tensor, batch_heads: int) -> int:
-    """``cfg.head_group``, else as many heads as keep ``streamed``'s rows (and a second tensor's) in L2."""
-    if cfg.head_group is not None:
-        return min(cfg.head_group, batch_heads)
-    return head_group(streamed.shape[2], _block_d(streamed.shape[3]), streamed.element_size(), batch_heads)
-
-
 def launch_forward(q, k, v, o, L, is_causal: bool, cfg: FlashConfig, traced: bool = False) -> Launch | None:
     """The forward kernel alone through Triton's JIT, writing into O and L (also timed on its own, for the per-call
     cost); the launch to replay."""
     B, H, n_q, d = q.shape
     args = (q, k, v, o, L, *q.stride(), *k.stride(), *v.stride(), *o.stride())
-    meta = _meta(q, k, is_causal, cfg) | dict(qk_scale=1.0 / math.sqrt(d) * kernels.LOG2E.value,
-                                              TMA=_use_tma(bool(cfg.tma), k, v), HEAD_GROUP=_head_group(cfg, k, B * H))
+    meta = keys.meta(q, k, is_causal, cfg)
+    meta |= dict(qk_scale=1.0 / math.sqrt(meta["HEAD_DIM"]) * kernels.LOG2E.value, TMA=_use_tma(bool(cfg.tma), k, v),
+                 HEAD_GROUP=keys.heads_per_group(cfg, k, B * H))
     return _launch("fwd", cfg.fwd, cfg.autotune, n_q, B * H, args, meta, traced)
 
 
@@ -245,7 +220,7 @@ def backward(q, k, v, o, do, L, is_causal: bool, cfg: FlashConfig, traced: bool 
     # dQ summed over key tiles in fp32, rows padded to BLOCK_D (16-byte aligned for the copy engine); the
     # preprocessing kernel writes its zeros. Two passes need no accumulator: dK stands in for the unused pointer
     # (autotuning zeroes it between its timing runs, and the kernel then writes all of it).
-    dq_acc = torch.empty((B, H, n_q, _block_d(d)), dtype=torch.float32, device=q.device) if one_pass else dk
+    dq_acc = torch.empty((B, H, n_q, keys.block_d(d)), dtype=torch.float32, device=q.device) if one_pass else dk
     replay = not traced and _replaying()
     key = _backward_key(q, k, v, o, do, L, is_causal, cfg, one_pass) if replay else None
     plan = PLANS.get(key)
@@ -279,7 +254,8 @@ def _launch_backward(q, k, v, o, do, L, delta, dk, dv, dq_acc, dq, is_causal: bo
     pass unless ``one_pass``; the launches to replay."""
     B, H, n_q, d = q.shape
     n_k = k.shape[2]
-    meta = _meta(q, k, is_causal, cfg)
+    meta = keys.meta(q, k, is_causal, cfg)
+    d = meta["HEAD_DIM"]
     scale = 1.0 / math.sqrt(d)
     block_rows = 64
     if INTERPRET:
@@ -297,11 +273,13 @@ def _launch_backward(q, k, v, o, do, L, delta, dk, dv, dq_acc, dq, is_causal: bo
                             (q, k, v, do, L, delta, dk, dv, dq_acc, *strides, *dk.stride()),
                             meta | dict(UNMASKED_FIRST=cfg.unmasked_first, TMA=_use_tma(tma, q, do),
                                         ATOMIC_DQ=one_pass, REDUCE_TMA=reduce_tma,
-                                        HEAD_GROUP=_head_group(cfg, q, B * H)), traced))
+                                        HEAD_GROUP=keys.heads_per_group(cfg, q, B * H)),
+                            traced))
     if not one_pass:
         launched.append(_launch("dq", cfg.dq, cfg.autotune, n_q, B * H,
                                 (q, k, v, do, L, delta, dq, *strides, *dq.stride()),
-                                meta | dict(TMA=_use_tma(tma, k, v), HEAD_GROUP=_head_group(cfg, k, B * H)), traced))
+                                meta | dict(TMA=_use_tma(tma, k, v), HEAD_GROUP=keys.heads_per_group(cfg, k, B * H)),
+                                traced))
     return tuple(launched)
 
 
@@ -339,8 +317,7 @@ def one_pass_backward(cfg: FlashConfig, q, k, v, o, do, L, is_causal: bool, trac
         return False
     if cfg.atomic_dq is not None or not cfg.autotune:
         return True
-    B, H, n_q, d = q.shape
-    key = (q.dtype, d, is_causal, _bucket(n_q), _bucket(k.shape[2]), triton.next_power_of_2(B * H), cfg)
+    key = keys.pass_key(q, k, is_causal, cfg)
     if key not in PASSES:
         args = (q, k, v, o, do, L)
         if traced and not concrete(args):

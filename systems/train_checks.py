@@ -1,0 +1,102 @@
+"""What a training run checks before it builds anything: every setting in its range, and the machine able to run it.
+
+A value the command line accepts must be one the run can use correctly: a negative ``--grad-clip`` would flip the
+gradients' sign, a negative ``--min-lr`` would climb the loss, a NaN learning rate would train on nothing. So
+each numeric setting of :class:`systems.train.TrainConfig` has its interval here (:data:`RANGES`, written as
+intervals are: ``[0, 1)``), and :func:`check_settings` refuses a value outside it with the name, the interval and
+the value. :func:`check_machine` then asks the machine: the device exists, the attention runs on it, the model's
+state fits in its memory, the folders can be written. All of this happens before the first step, so a refused run
+costs a second, not a model build.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from systems.attention import unavailable
+from systems.model import parameter_count
+from systems.scaling.parallel import memory_per_device
+
+# Data streams are seeded with seed·1_000_003 + step, which the generator takes as an unsigned 64-bit number.
+MAX_SEED = (2**64 - 1) // 1_000_004
+# field -> the interval it must lie in ("inf": no upper bound)
+RANGES = {
+    "grad_accum": "[1, inf)", "max_steps": "[1, inf)", "global_batch_size": "[1, inf)", "max_bad_steps": "[0, inf)",
+    "checkpoint_every": "[0, inf)", "checkpoint_blocks": "[0, inf)", "warmup_steps": "[0, inf)",
+    "seed": f"[0, {MAX_SEED}]", "lr": "[0, inf)", "min_lr": "[0, inf)", "beta1": "[0, 1)", "beta2": "[0, 1)",
+    "eps": "(0, inf)", "weight_decay": "[0, inf)", "grad_clip": "[0, inf)", "bucket_size_mb": "(0, inf)",
+}
+
+
+def inside(value: float, interval: str) -> bool:
+    """Whether a finite ``value`` lies in ``interval``, written ``[a, b)``, ``(a, inf)``..."""
+    low, high = (float(x) for x in interval[1:-1].split(","))
+    above = value >= low if interval[0] == "[" else value > low
+    below = value <= high if interval[-1] == "]" else value < high
+    return above and below
+
+
+def check_settings(cfg: Any, wrappers: tuple[str, ...], sharded: tuple[str, ...]) -> None:
+    """Raise ValueError naming the first setting of a TrainConfig outside its range, or settings that disagree."""
+    if cfg.wrapper not in wrappers:
+        raise ValueError(f"wrapper must be one of {wrappers}, got {cfg.wrapper!r}")
+    for name, interval in RANGES.items():
+        value = getattr(cfg, name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value}")
+        if not inside(value, interval):
+            raise ValueError(f"{name} must lie in {interval}, got {value}")
+    if cfg.min_lr > cfg.lr:
+        raise ValueError(f"min_lr ({cfg.min_lr}) must not exceed lr ({cfg.lr}): the schedule decays to it")
+    if cfg.checkpoint_every and not cfg.checkpoint_dir:
+        raise ValueError("checkpoint_every needs checkpoint_dir")
+    if cfg.zero1 and cfg.wrapper in sharded:
+        raise ValueError(f"--zero1 shards the optimizer state, which --wrapper {cfg.wrapper} shards already")
+
+
+def writable_folder(path: Path, what: str) -> None:
+    """Create ``path`` if needed; raise before any work if nothing can be written there."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"cannot create the {what} folder {path}: {exc.strerror}") from None
+    if not os.access(path, os.W_OK):
+        raise ValueError(f"cannot write to the {what} folder {path}")
+
+
+def memory_needed(cfg: Any, world: int, sharded: bool) -> float:
+    """Bytes per rank of fp32 weights, gradients and AdamW state (sharded as the wrapper shards them), and of the
+    rotary tables every block keeps (cos and sin, context × head_dim/2 each); activations come on top."""
+    strategy = "FSDP" if sharded else "ZeRO-1" if cfg.zero1 else "DP"
+    rotary = cfg.model.num_layers * cfg.model.context_length * cfg.model.head_dim * 4
+    return memory_per_device(parameter_count(cfg.model), strategy, world)["total"] + rotary
+
+
+def capacity(device: torch.device) -> float:
+    """Bytes of memory on ``device``: the GPU's, or the machine's for the CPU."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def check_machine(cfg: Any, device: torch.device, world: int, sharded: bool) -> None:
+    """Raise ValueError where this machine cannot run ``cfg`` on ``device``: the attention, the memory, the paths."""
+    why = unavailable(cfg.model.attention, device, torch.bfloat16 if cfg.bf16 else torch.float32, cfg.model.head_dim)
+    if why:
+        raise ValueError(f"attention {cfg.model.attention!r} cannot run here: it {why}")
+    needed, room = memory_needed(cfg, world, sharded), capacity(device)
+    if needed > room:
+        raise ValueError(f"the model ({parameter_count(cfg.model) / 1e9:.3g} B parameters, context "
+                         f"{cfg.model.context_length}) needs {needed / 2**30:.1f} GiB per rank for fp32 weights, "
+                         f"gradients and AdamW state before any activation; {device} has {room / 2**30:.1f} GiB")
+    if cfg.checkpoint_dir:
+        writable_folder(Path(cfg.checkpoint_dir), "checkpoint")
+    if cfg.log_file:
+        if Path(cfg.log_file).is_dir():
+            raise ValueError(f"the log file {cfg.log_file} is a folder; --log-file takes a file to append to")
+        writable_folder(Path(cfg.log_file).parent, "log")
