@@ -25,7 +25,8 @@ import dataclasses
 import json
 import math
 import typing
-from typing import Any, Iterable
+from pathlib import Path
+from typing import Any, Callable, Iterable
 
 _TYPES = {"int": int, "float": float, "str": str}
 
@@ -109,6 +110,53 @@ def to_argv(cfg: Any, *, exclude: Iterable[str] = ()) -> list[str]:
         else:
             argv += [f"--{name}", str(value)]
     return argv
+
+
+def read_config_list(path: str | Path, make: Callable[[dict], Any]) -> list[Any]:
+    """``make(entry)`` for each entry of a JSON file holding a list of objects (what a ``--config`` option takes). A
+    file that cannot be read, is not JSON, is not a list of objects, or holds an entry ``make`` refuses (TypeError,
+    ValueError) is one ValueError naming the file and the entry."""
+    try:
+        entries = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise ValueError(f"cannot read the configuration file {path}: {exc.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"the configuration file {path} is not JSON: {exc}") from None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ValueError(f"the configuration file {path} must hold a list of objects")
+    configs = []
+    for i, entry in enumerate(entries):
+        try:
+            configs.append(make(entry))
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"entry {i} of {path}: {exc}") from None
+    return configs
+
+
+def integer(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type``: an integer of at least ``minimum`` ("argument --steps: must be >= 1, got 0")."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def positive(text: str) -> float:
+    """An argparse ``type``: a finite number above zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {value}")
+    return value
 
 
 def finite(value: Any) -> Any:

@@ -41,6 +41,9 @@ _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 class DiskFull(OSError):
     """A write that ran out of space (or quota) on its device."""
 
+    def __str__(self) -> str:
+        return self.strerror
+
 
 class FolderInUse(ValueError):
     """A folder that another run holds (:func:`exclusive_folder`)."""
@@ -54,7 +57,7 @@ def _size(n: float) -> str:
     raise AssertionError
 
 
-def disk_full(path: str | Path, what: str) -> DiskFull:
+def disk_full(path: str | Path, what: str, note: str = "") -> DiskFull:
     """The error for a full disk while writing ``what`` to ``path``, naming the folder and its free space."""
     folder = Path(path).parent
     try:
@@ -63,7 +66,7 @@ def disk_full(path: str | Path, what: str) -> DiskFull:
     except OSError:
         room = "free space unknown"
     return DiskFull(errno.ENOSPC, f"no space left on the device holding {folder} ({room}) while writing the "
-                                  f"{what} {Path(path).name}; nothing of the earlier file was changed")
+                                  f"{what} {Path(path).name}{note}")
 
 
 def _out_of_space(exc: BaseException) -> bool:
@@ -104,7 +107,8 @@ def replace_atomically(path: str | Path, what: str = "file") -> Iterator[BinaryI
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         if full:
-            raise disk_full(path, what) from None
+            raise disk_full(path, what, f"; {'the earlier file is' if path.exists() else 'nothing was'} unchanged") \
+                from None
         raise
     _fsync_folder(path.parent)
 
@@ -114,6 +118,17 @@ def write_text_atomically(path: str | Path, text: str, what: str = "file") -> Pa
     with replace_atomically(path, what) as f:
         f.write(text.encode())
     return Path(path)
+
+
+def append_line(path: str | Path, line: str, what: str = "log") -> None:
+    """Append ``line`` and a newline to ``path``; a full disk is a :class:`DiskFull` naming the file."""
+    try:
+        with open(path, "a") as f:
+            f.write(line + "\n")
+    except OSError as exc:
+        if exc.errno in _NO_SPACE:
+            raise disk_full(path, what) from None
+        raise
 
 
 @contextlib.contextmanager

@@ -54,7 +54,7 @@ from systems.bench.flops import model_flops, mfu
 from systems.cli import HelpFormatter, add_arguments, build, dump_json, option
 from systems.data import TokenData
 from systems.device import is_oom, local_device, requested_device, timed
-from systems.files import exclusive_folder
+from systems.files import append_line, exclusive_folder
 from systems.fsdp import SHARDED_WRAPPERS, wrap_model  # sharded state: checkpoints hold it gathered
 from systems.interrupts import Interrupted, StopRequests
 from systems.model import (ModelConfig, TransformerLM, add_model_arguments, check_tokens, models_from_args,
@@ -223,11 +223,11 @@ class _Run:
         with StopRequests() as self.stop:
             for step in bar:
                 record = self.step(step)
+                stopping = record.pop("stop")
                 records.append(record)
                 self._log(record)
                 bar.set_postfix(loss=f"{record['loss']:.4f}", tok_s=f"{record['tokens_per_s']:.3g}")
                 done = step + 1
-                stopping = record.pop("stop")
                 if cfg.checkpoint_dir and (stopping or done == cfg.max_steps
                                            or (cfg.checkpoint_every and done % cfg.checkpoint_every == 0)):
                     saved = self.save(done)
@@ -322,8 +322,7 @@ class _Run:
 
     def _log(self, record: dict[str, Any]) -> None:
         if self.cfg.log_file and self.rank == 0:
-            with open(self.cfg.log_file, "a") as f:
-                f.write(dump_json(record) + "\n")
+            append_line(self.cfg.log_file, dump_json(record), "log")
 
 
 def summarize(records: list[dict[str, Any]], skip: int = 2) -> dict[str, float]:
@@ -356,35 +355,42 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p = _parser()
     args = p.parse_args(argv)
     cfg = build(p, TrainConfig, args, model=models_from_args(p, args)[0])
-    fail = lambda code, what: p.exit(code, f"{p.prog}: {what}\n")  # noqa: E731
     try:
-        with sdist.group_from_environment():
-            try:
-                run = _Run(cfg)
-            except (ValueError, OSError) as exc:  # a setting, a path or a checkpoint that cannot work
-                fail(2, f"error: {exc}")
-            with run:
-                records = run.run()
-    except sdist.LaunchError as exc:
-        fail(2, f"error: {exc}")
-    except TrainingDiverged as exc:
-        fail(3, f"training diverged: {exc}")
-    except Interrupted as exc:
-        fail(128 + exc.signal, str(exc))
-    except KeyboardInterrupt:
-        fail(130, "interrupted: the step in progress is lost; earlier checkpoints are intact")
-    except (torch.OutOfMemoryError, RuntimeError) as exc:
-        if not is_oom(exc):
-            raise
-        fail(1, f"out of memory on {cfg.device or 'this device'}: {str(exc).splitlines()[0][:200]} (try a smaller "
-                "--global-batch-size, a larger --grad-accum, --checkpoint-blocks or --bf16)")
-    except OSError as exc:  # a full disk (systems.files.DiskFull names it), a log file that cannot be written
-        fail(1, f"error: {exc}")
+        records, failure = _command(cfg)
+    except KeyboardInterrupt:  # a second Ctrl-C, wherever it lands (while the first one's stop is reported, too)
+        records, failure = [], (130, "interrupted: the step in progress is lost; earlier checkpoints are intact")
+    if failure:
+        p.exit(failure[0], f"{p.prog}: {failure[1]}\n")
     if records and int(os.environ.get("RANK", 0)) == 0:  # the group is gone: ask torchrun's environment
         s = summarize(records)
         print(f"steps {records[0]['step']}..{records[-1]['step']}: final loss {s['final_loss']:.4f}, "
               f"{s['tokens_per_s']:.4g} tokens/s, {s['step_ms']:.4g} ms/step", flush=True)
     return records
+
+
+def _command(cfg: TrainConfig) -> tuple[list[dict[str, Any]], tuple[int, str] | None]:
+    """The run's records, or what ended it as (exit code, message)."""
+    try:
+        with sdist.group_from_environment():
+            try:
+                run = _Run(cfg)
+            except (ValueError, OSError) as exc:  # a setting, a path or a checkpoint that cannot work
+                return [], (2, f"error: {exc}")
+            with run:
+                return run.run(), None
+    except sdist.LaunchError as exc:
+        return [], (2, f"error: {exc}")
+    except TrainingDiverged as exc:
+        return [], (3, f"training diverged: {exc}")
+    except Interrupted as exc:
+        return [], (128 + exc.signal, str(exc))
+    except (torch.OutOfMemoryError, RuntimeError) as exc:
+        if not is_oom(exc):
+            raise
+        return [], (1, f"out of memory on {cfg.device or 'this device'}: {str(exc).splitlines()[0][:200]} (try a "
+                       "smaller --global-batch-size, a larger --grad-accum, --checkpoint-blocks or --bf16)")
+    except OSError as exc:  # a full disk (systems.files.DiskFull names it), a log file that cannot be written
+        return [], (1, f"error: {exc}")
 
 
 if __name__ == "__main__":

@@ -46,11 +46,11 @@ def check_settings(cfg: Any, wrappers: tuple[str, ...], sharded: tuple[str, ...]
     if cfg.wrapper not in wrappers:
         raise ValueError(f"wrapper must be one of {wrappers}, got {cfg.wrapper!r}")
     for name, interval in RANGES.items():
-        value = getattr(cfg, name)
+        value, option = getattr(cfg, name), f"{name} (--{name.replace('_', '-')})"
         if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"{name} must be a finite number, got {value}")
+            raise ValueError(f"{option} must be a finite number, got {value}")
         if not inside(value, interval):
-            raise ValueError(f"{name} must lie in {interval}, got {value}")
+            raise ValueError(f"{option} must lie in {interval}, got {value}")
     if cfg.min_lr > cfg.lr:
         raise ValueError(f"min_lr ({cfg.min_lr}) must not exceed lr ({cfg.lr}): the schedule decays to it")
     if cfg.checkpoint_every and not cfg.checkpoint_dir:

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -17,7 +19,9 @@ import psutil
 import pytest
 import torch
 
-from systems import checkpoint
+from systems import checkpoint, files
+from systems.files import exclusive_folder
+from systems.interrupts import StopRequests
 from systems.model import ModelConfig
 from systems.train import TrainConfig, TrainingDiverged, train
 
@@ -188,3 +192,183 @@ def test_a_killed_rank_loses_nothing_that_was_saved(tmp_path):
     final = [r for r in resumed if r.get("step") == steps - 1][-1]["loss"]
     want = train(cfg(max_steps=steps))[-1]["loss"]  # one process, never interrupted
     assert final == pytest.approx(want, abs=2e-5, rel=0)
+
+
+# ---- checkpoints: their contents are checked before use -------------------------------------------------------
+
+def _edited(tmp_path, edit) -> Path:
+    """A checkpoint of a short run, edited by ``edit(state)`` and saved again with the project's own ``save`` (so its
+    checksum is valid: only the schema check can refuse it)."""
+    folder = tmp_path / "made"
+    if not (folder / "step_000002.pt").exists():
+        train(cfg(checkpoint_dir=str(folder), checkpoint_every=2))
+    state = checkpoint.load(folder / "step_000002.pt")
+    edit(state)
+    return checkpoint.save(tmp_path / "edited.pt", state)
+
+
+EDITS = {
+    "negative step": (lambda s: s.update(step=-5), "its step is -5"),
+    "step as text": (lambda s: s.update(step="5"), "'step' is a str"),
+    "no optimizer": (lambda s: s.pop("optimizer"), "no 'optimizer'"),
+    "nan weight": (lambda s: s["model"]["lm_head.weight"].fill_(float("nan")), "lm_head.weight"),
+    "wrong shape": (lambda s: s["model"].update({"lm_head.weight": torch.zeros(3, 3)}), "lm_head.weight"),
+    "negative second moment": (lambda s: s["optimizer"]["state"][0]["exp_avg_sq"].fill_(-1.0), "exp_avg_sq"),
+    "moment shape": (lambda s: s["optimizer"]["state"][1].update(exp_avg=torch.zeros(2)), "exp_avg"),
+    "optimizer step": (lambda s: s["optimizer"]["state"][0].update(step=torch.tensor(-3.0)), "step"),
+    "rng": (lambda s: s["rng"].update(cpu=torch.zeros(3)), "rng.cpu"),
+}
+
+
+@pytest.mark.parametrize("name", list(EDITS))
+def test_a_checkpoint_with_a_value_no_run_can_use_is_refused(tmp_path, name):
+    edit, words = EDITS[name]
+    path = _edited(tmp_path, edit)
+    with pytest.raises(checkpoint.CheckpointError, match=re.escape(words)):
+        train(cfg(resume=str(path), max_steps=4))
+
+
+def test_a_negative_step_from_the_command_line_is_refused(tmp_path):
+    path = _edited(tmp_path, EDITS["negative step"][0])
+    out = cli("--max-steps", "4", "--resume", str(path))
+    assert out.returncode == 2 and "its step is -5" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_the_data_is_known_by_its_contents_not_its_path(tmp_path):
+    text = tmp_path / "a.txt"
+    text.write_bytes(bytes(range(256)) * 8)
+    train(cfg(data=str(text), checkpoint_dir=str(tmp_path / "ck"), checkpoint_every=2))
+    saved = str(tmp_path / "ck" / "step_000002.pt")
+    moved = tmp_path / "b.txt"
+    moved.write_bytes(text.read_bytes())
+    assert [r["step"] for r in train(cfg(data=str(moved), resume=saved))] == [2, 3]  # same text, other path
+    text.write_bytes(text.read_bytes()[::-1])  # other contents under the same name
+    with pytest.raises(ValueError, match="another run.*'data'.*sha256"):
+        train(cfg(data=str(text), resume=saved))
+
+
+# ---- checkpoint writes: unique temporary files, one run per folder, a full disk named -------------------------
+
+def test_a_link_planted_beside_a_checkpoint_redirects_nothing(tmp_path):
+    folder, outside = tmp_path / "ck", tmp_path / "outside.txt"
+    folder.mkdir()
+    outside.write_text("keep me")
+    for name in (".step_000002.pt.tmp", "step_000002.pt.tmp", ".tmp"):  # the names a fixed scheme would use
+        (folder / name).symlink_to(outside)
+    train(cfg(checkpoint_dir=str(folder), max_steps=2))
+    assert outside.read_text() == "keep me"
+    assert checkpoint.load(folder / "step_000002.pt")["step"] == 2
+    assert not [p for p in folder.iterdir() if p.name.endswith(".tmp") and not p.is_symlink()], "a temporary file left"
+
+
+def test_a_folder_in_use_by_another_run_is_refused(tmp_path):
+    folder = tmp_path / "ck"
+    folder.mkdir()
+    with exclusive_folder(folder, "checkpoint"):  # as a running training job holds it
+        out = cli("--max-steps", "2", "--checkpoint-dir", str(folder))
+        assert out.returncode == 2 and "in use by another run" in out.stderr and str(os.getpid()) in out.stderr
+    assert not list(folder.glob("step_*.pt"))
+    assert cli("--max-steps", "2", "--checkpoint-dir", str(folder)).returncode == 0  # released: usable again
+
+
+def test_a_full_disk_is_named_and_the_earlier_checkpoint_kept(tmp_path, monkeypatch):
+    path = tmp_path / "ck.pt"
+    checkpoint.save(path, {"step": 1, "w": torch.ones(300)})
+    real = tempfile.mkstemp
+
+    def onto_a_full_device(*args, **kwargs):  # the temporary file's writes reach /dev/full: a real ENOSPC
+        fd, name = real(*args, **kwargs)
+        os.dup2(os.open("/dev/full", os.O_WRONLY), fd)
+        return fd, name
+
+    monkeypatch.setattr(files.tempfile, "mkstemp", onto_a_full_device)
+    with pytest.raises(files.DiskFull, match=f"no space left on the device holding {re.escape(str(tmp_path))}"):
+        checkpoint.save(path, {"step": 2, "w": torch.zeros(300)})
+    assert checkpoint.load(path)["step"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["ck.pt"]  # the temporary file removed
+
+
+def test_a_full_disk_under_the_log_is_one_line(tmp_path):
+    out = cli("--max-steps", "2", "--log-file", "/dev/full")
+    assert out.returncode == 1 and "no space left" in out.stderr and "Traceback" not in out.stderr
+
+
+_WRITER = """
+import sys, torch
+from systems import checkpoint, files
+from systems.files import exclusive_folder
+from systems.interrupts import StopRequests
+step = 0
+while True:
+    step += 1
+    checkpoint.save(sys.argv[1], {"step": step, "w": torch.full((2_000_000,), float(step))})
+    print(step, flush=True)
+"""
+
+
+def test_a_checkpoint_killed_mid_write_leaves_the_previous_one(tmp_path):
+    path = tmp_path / "ck.pt"
+    for delay in (0.05, 0.13, 0.21, 0.34, 0.55):
+        writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(path)], stdout=subprocess.PIPE, text=True)
+        writer.stdout.readline()  # one complete checkpoint exists
+        time.sleep(delay)
+        writer.send_signal(signal.SIGKILL)
+        writer.wait()
+        state = checkpoint.load(path)  # intact: verified against its checksum
+        assert torch.equal(state["w"], torch.full((2_000_000,), float(state["step"])))
+        assert {p.name for p in tmp_path.glob("*.pt")} == {"ck.pt"}
+
+
+# ---- Ctrl-C and SIGTERM end at a step boundary with a checkpoint ----------------------------------------------
+
+def _started(log: Path, steps: int, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if log.exists() and sum('"step"' in line and '"loss"' in line for line in log.read_text().splitlines()) >= steps:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the run did not start")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_ends_the_run_at_a_step_boundary_with_a_checkpoint(tmp_path, sig):
+    steps, ckpt, log = 400, tmp_path / "ck", tmp_path / "log.jsonl"
+    job = subprocess.Popen([sys.executable, "-m", "systems.train", *ARGV, "--max-steps", str(steps),
+                            "--checkpoint-dir", str(ckpt), "--log-file", str(log)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _started(log, 5)
+    job.send_signal(sig)
+    _, err = job.communicate(timeout=60)
+    assert job.returncode == 128 + sig, err
+    assert "Traceback" not in err and f"stopped by {sig.name}" in err
+    saved = _latest(ckpt)
+    assert saved is not None and f"--resume {saved}" in err
+    done = checkpoint.load(saved)["step"]
+    assert 5 <= done < steps
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert records[-1] == {"event": "stopped", "signal": sig.name, "step": done}
+    out = cli("--max-steps", str(steps), "--resume", str(saved), "--log-file", str(log))
+    assert out.returncode == 0, out.stderr[-2000:]
+    resumed = [json.loads(line) for line in log.read_text().splitlines()]
+    final = [r for r in resumed if r.get("step") == steps - 1][-1]["loss"]
+    assert final == pytest.approx(train(cfg(max_steps=steps))[-1]["loss"], abs=2e-5, rel=0)
+
+
+def test_ctrl_c_without_a_checkpoint_folder_says_nothing_was_saved(tmp_path):
+    log = tmp_path / "log.jsonl"
+    job = subprocess.Popen([sys.executable, "-m", "systems.train", *ARGV, "--max-steps", "100000", "--log-file",
+                            str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _started(log, 3)
+    job.send_signal(signal.SIGINT)
+    _, err = job.communicate(timeout=60)
+    assert job.returncode == 130 and "nothing saved" in err and "Traceback" not in err
+
+
+def test_a_second_ctrl_c_stops_at_once_and_the_handlers_are_restored():
+    before = signal.getsignal(signal.SIGINT)
+    with StopRequests() as stop:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.signal == signal.SIGTERM  # noted, nothing raised: the loop stops at its next boundary
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) is before

@@ -198,3 +198,53 @@ def test_every_figure_of_an_executed_chapter_was_drawn():
             if cell.cell_type == "code" and "figures." in cell.source:
                 images = [o for o in cell.outputs if "image/png" in o.get("data", {})]
                 assert images, f"{path.name}: a figure cell has no image: {cell.source[:80]!r}"
+
+
+def _book(tmp_path, monkeypatch):
+    """A book of its own under ``tmp_path``: chapters, executed notebooks, data and staging."""
+    folders = {name: tmp_path / name for name in ("notebooks", "executed", "data", "staging")}
+    for folder in folders.values():
+        folder.mkdir()
+    monkeypatch.setattr(pipeline, "NOTEBOOKS", folders["notebooks"])
+    monkeypatch.setattr(pipeline, "EXECUTED", folders["executed"])
+    monkeypatch.setattr(pipeline, "BOOK_DATA", folders["data"])
+    monkeypatch.setattr(pipeline, "STAGING", folders["staging"])
+    return folders
+
+
+CHAPTER = ('# ---\n# jupyter:\n#   systems:\n#     requires: cpu\n# ---\n\n# %% tags=["parameters"]\nprofile = "auto"\n'
+           'data_dir = None\n\n# %%\nimport pandas as pd\nfrom systems import report\n'
+           'report.save_table(pd.DataFrame({"x": [1, 2]}), data_dir, "fresh")\n')
+
+
+def test_a_failing_run_leaves_the_book_as_it_was(tmp_path, monkeypatch):
+    book = _book(tmp_path, monkeypatch)
+    (book["notebooks"] / "01_a.py").write_text(CHAPTER)
+    pipeline.execute("01_a", "full")
+    first = (book["executed"] / "01_a.ipynb").read_bytes()
+    assert (book["data"] / "01_a" / "fresh.csv").exists()
+    (book["data"] / "01_a" / "kept.csv").write_text("x\n1\n")  # what the user has now
+    (book["notebooks"] / "01_a.py").write_text(CHAPTER + 'raise RuntimeError("a cell fails half-way")\n')
+    with pytest.raises(pipeline.ChapterFailed, match="a cell fails half-way.*unchanged") as failure:
+        pipeline.execute("01_a", "full")
+    assert (book["executed"] / "01_a.ipynb").read_bytes() == first
+    assert sorted(p.name for p in (book["data"] / "01_a").iterdir()) == ["fresh.csv", "kept.csv"]
+    partial = nbformat.read(str(failure.value).rsplit("the failed run is in ", 1)[1], as_version=4)
+    assert any(o.get("ename") == "RuntimeError" for c in partial.cells for o in c.get("outputs", []))
+    # a run that succeeds replaces the chapter and its data as a whole: a file it did not write is not left behind
+    (book["notebooks"] / "01_a.py").write_text(CHAPTER)
+    pipeline.execute("01_a", "full")
+    assert sorted(p.name for p in (book["data"] / "01_a").iterdir()) == ["fresh.csv"]
+    assert "../data/01_a/fresh.csv" in (book["executed"] / "01_a.ipynb").read_text()  # links as the book needs them
+    assert not list(book["staging"].iterdir())
+
+
+def test_a_run_timing_out_leaves_the_book_as_it_was(tmp_path, monkeypatch):
+    book = _book(tmp_path, monkeypatch)
+    (book["notebooks"] / "01_a.py").write_text(CHAPTER)
+    pipeline.execute("01_a", "full")
+    first = (book["executed"] / "01_a.ipynb").read_bytes()
+    (book["notebooks"] / "01_a.py").write_text(CHAPTER + "import time\ntime.sleep(60)\n")
+    with pytest.raises(pipeline.ChapterFailed, match="unchanged"):
+        pipeline.execute("01_a", "full", timeout_s=2)
+    assert (book["executed"] / "01_a.ipynb").read_bytes() == first

@@ -21,6 +21,7 @@ import pandas as pd
 import torch
 import torch.distributed as dist
 
+from systems.cli import integer, positive
 from systems.device import local_device, timed
 from systems.dist import launch
 
@@ -116,10 +117,10 @@ def findings(df: pd.DataFrame) -> dict:
 def main(argv: list[str] | None = None) -> pd.DataFrame:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--backend", nargs="+", default=["gloo"], choices=list(DEVICE_OF))
-    p.add_argument("--world-sizes", nargs="+", type=int, default=list(WORLD_SIZES))
-    p.add_argument("--sizes-mb", nargs="+", type=float, default=list(SIZES_MB))
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--world-sizes", nargs="+", type=integer(1), default=list(WORLD_SIZES))
+    p.add_argument("--sizes-mb", nargs="+", type=positive, default=list(SIZES_MB))
+    p.add_argument("--warmup", type=integer(0), default=5)
+    p.add_argument("--iters", type=integer(1), default=10)
     args = p.parse_args(argv)
     df = pd.concat([benchmark(b, args.world_sizes, args.sizes_mb, args.warmup, args.iters) for b in args.backend])
     print(df.drop(columns="times_ms").to_string(index=False))

@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 
 from systems.attention.reference import naive_attention
 from systems.bench.timing import summarize, time_steps
+from systems.cli import integer
 from systems.device import OOM, free_memory, run_or_oom, synchronize, timed
 
 HEAD_DIMS = (16, 32, 64, 128)
@@ -103,11 +104,11 @@ def sweep(head_dims=HEAD_DIMS, seq_lens=SEQ_LENS, *, compiled=(False,), **kwargs
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--d", type=int, nargs="+", default=list(HEAD_DIMS))
-    p.add_argument("--seq", type=int, nargs="+", default=list(SEQ_LENS))
+    p.add_argument("--d", type=integer(1), nargs="+", default=list(HEAD_DIMS))
+    p.add_argument("--seq", type=integer(1), nargs="+", default=list(SEQ_LENS))
     p.add_argument("--compiled", action="store_true", help="also time torch.compile(naive_attention)")
-    p.add_argument("--warmup", type=int, default=10)
-    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--warmup", type=integer(0), default=10)
+    p.add_argument("--steps", type=integer(1), default=100)
     a = p.parse_args(argv)
     df = sweep(a.d, a.seq, compiled=(False, True) if a.compiled else (False,), warmup=a.warmup, steps=a.steps)
     print(df.to_string(index=False))

@@ -31,9 +31,9 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from systems.cli import HelpFormatter, add_arguments, build, option
-from systems.device import OOM, free_memory, local_device, run_or_oom, synchronize, timed
+from systems.cli import HelpFormatter, add_arguments, build, integer, option, positive
 from systems.ddp import WRAPPERS
+from systems.device import OOM, free_memory, local_device, run_or_oom, synchronize, timed
 from systems.dist import launch
 from systems.fsdp import SHARDED_WRAPPERS, wrap_model
 from systems.model import ModelConfig, TransformerLM, add_model_arguments, models_from_args, parameter_count, preset
@@ -46,8 +46,13 @@ class DDPBenchConfig:
     model: ModelConfig = field(default_factory=lambda: preset("xl"))
     batch_size: int = option("sequences per rank (the global batch is this × world size)", default=4)
     warmup: int = option("untimed steps first", default=3)
-    steps: int = option("timed steps", default=8)
+    steps: int = option("timed steps (two at least: the spread is reported)", default=8)
     seed: int = option("seed of the weights and the batches", default=0)
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1 or self.warmup < 0 or self.steps < 2:
+            raise ValueError(f"need batch_size >= 1, warmup >= 0 and steps >= 2, got {self.batch_size}, {self.warmup}, "
+                             f"{self.steps}")
 
 
 def run_label(variant: str, options: dict) -> str:
@@ -273,11 +278,11 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     p = argparse.ArgumentParser(prog="python -m systems.bench.ddp", description=__doc__, formatter_class=HelpFormatter)
     add_model_arguments(p, size="xl")
     add_arguments(p, DDPBenchConfig)
-    p.add_argument("--world-size", type=int, default=2, help="processes (one GPU each under NCCL)")
+    p.add_argument("--world-size", type=integer(1), default=2, help="processes (one GPU each under NCCL)")
     p.add_argument("--variants", nargs="+", default=["naive", "flat", "overlap", "torch"],
                    choices=[w for w in WRAPPERS if w != "bucketed"] + list(SHARDED_WRAPPERS),
                    help="wrappers without options (fsdp and fsdp2 shard the model)")
-    p.add_argument("--bucket-sizes", nargs="*", type=float, default=[1, 10, 100, 1000],
+    p.add_argument("--bucket-sizes", nargs="*", type=positive, default=[1, 10, 100, 1000],
                    help="bucketed DDP at each of these bucket sizes (MiB)")
     args = p.parse_args(argv)
     cfg = build(p, DDPBenchConfig, args, model=models_from_args(p, args)[0])

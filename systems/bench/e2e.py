@@ -34,8 +34,9 @@ from tqdm.auto import tqdm
 from systems import nvtx
 from systems.bench.flops import model_flops, mfu
 from systems.bench.timing import summarize
-from systems.cli import HelpFormatter, add_arguments, build, dump_json, option
-from systems.device import OOM, free_memory, record_memory, run_or_oom, timed
+from systems.cli import HelpFormatter, add_arguments, build, dump_json, option, read_config_list
+from systems.attention import unavailable
+from systems.device import OOM, free_memory, record_memory, requested_device, run_or_oom, timed
 from systems.files import write_text_atomically
 from systems.model import ModelConfig, TransformerLM, add_model_arguments, models_from_args, parameter_count, \
     preset, resize
@@ -77,28 +78,6 @@ class BenchConfig:
         return cls(**{**d, "model": ModelConfig(**d.get("model", {}))})
 
 
-def read_configs(path: str | Path) -> list[BenchConfig]:
-    """The configurations a ``--config`` file holds: a JSON list of objects with :class:`BenchConfig`'s fields and a
-    ``model`` object of :class:`ModelConfig`'s. A file that is not such a list is a ValueError naming the file, the
-    entry and what is wrong with it."""
-    try:
-        entries = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise ValueError(f"cannot read the configuration file {path}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"the configuration file {path} is not JSON: {exc}") from None
-    if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("model", {}), dict)
-                                                for e in entries):
-        raise ValueError(f"the configuration file {path} must hold a list of objects, each with a 'model' object")
-    configs = []
-    for i, entry in enumerate(entries):
-        try:
-            configs.append(BenchConfig.from_dict(entry))
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"entry {i} of {path}: {exc}") from None
-    return configs
-
-
 def vary(base: BenchConfig, **changes: Any) -> BenchConfig:
     """``base`` with settings changed: its own fields, the model's (``context_length``, ``attention``, ...), or
     ``size`` (another preset, keeping the run's context length and attention)."""
@@ -113,7 +92,21 @@ def vary(base: BenchConfig, **changes: Any) -> BenchConfig:
 
 def bench_device(cfg: BenchConfig) -> torch.device:
     """The device a configuration runs on: its own, else the GPU if there is one."""
-    return torch.device(cfg.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    return requested_device(cfg.device) if cfg.device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def check_runnable(cfg: BenchConfig) -> None:
+    """Raise ValueError, naming the setting, where this machine cannot run ``cfg``: a device it lacks, an attention
+    that cannot run there, a compiler back end that does not exist, a snapshot that cannot be written."""
+    device = bench_device(cfg)
+    why = unavailable(cfg.model.attention, device, DTYPES[cfg.dtype] or torch.float32, cfg.model.head_dim)
+    if why:
+        raise ValueError(f"attention {cfg.model.attention!r} cannot run here: it {why}")
+    if cfg.compile and cfg.compile_backend not in torch._dynamo.list_backends(exclude_tags=()):
+        raise ValueError(f"compile_backend {cfg.compile_backend!r} is not one of torch.compile's: "
+                         f"{torch._dynamo.list_backends(exclude_tags=())}")
+    if cfg.memory_snapshot:
+        _check_writable(cfg.memory_snapshot, "a memory snapshot")
 
 
 def autocast(device: torch.device, dtype: str) -> contextlib.AbstractContextManager:
@@ -248,11 +241,11 @@ def run_all(configs: list[BenchConfig], progress: bool = True, out: str | Path |
     return pd.DataFrame(rows)
 
 
-def _check_writable(path: str | Path) -> None:
+def _check_writable(path: str | Path, what: str = "results") -> None:
     path = Path(path)
     folder = path.parent if str(path.parent) else Path(".")
     if path.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
-        raise ValueError(f"cannot write results to {path}: {'it is a folder' if path.is_dir() else 'no writable folder'}")
+        raise ValueError(f"cannot write {what} to {path}: {'it is a folder' if path.is_dir() else 'no writable folder'}")
 
 
 def _write_json(path: str | Path, rows: list[dict[str, Any]]) -> None:
@@ -279,13 +272,18 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
             p.error(str(exc))
     if args.config:
         try:
-            configs = read_configs(args.config)
+            configs = read_config_list(args.config, BenchConfig.from_dict)
         except ValueError as exc:
             p.error(str(exc))
     else:
         grid = product(models_from_args(p, args), args.mode, args.dtype)
         configs = [build(p, BenchConfig, argparse.Namespace(**{**vars(args), "mode": mode, "dtype": dtype}), model=m)
                    for m, mode, dtype in grid]
+    for cfg in configs:  # every point checked before the first runs: a sweep does not fail at its tenth
+        try:
+            check_runnable(cfg)
+        except ValueError as exc:
+            p.error(str(exc))
     df = run_all(configs, out=args.json)
     cols = [c for c in ("size", "context_length", "mode", "dtype", "attention", "status", "forward_ms",
                         "backward_ms", "optimizer_ms", "step_ms", "step_std_ms", "mfu", "peak_memory_mb") if c in df]

@@ -32,6 +32,7 @@ from systems.bench.attention_steps import device_busy, interleaved, interleaved_
 from systems.bench.e2e import DTYPES, BenchConfig, bench_device, vary
 from systems.bench.flops import attention_flops
 from systems.bench.timing import time_steps
+from systems.cli import integer
 from systems.device import OOM, free_memory, is_oom
 from systems.model import preset
 
@@ -375,7 +376,7 @@ def causal_alignment_agrees(impl: str, n_q: int = 64, n_k: int = 256, d: int = 6
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m systems.bench.flash_sweep", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--max-seq", type=int, default=None, help="longest sequence of the §1.3.2 (e) sweep")
+    p.add_argument("--max-seq", type=integer(1), default=None, help="longest sequence of the §1.3.2 (e) sweep")
     p.add_argument("--training-shapes", action="store_true", help="time the training shapes instead")
     a = p.parse_args(argv)
     df = training_shapes() if a.training_shapes else sweep(max_seq=a.max_seq)

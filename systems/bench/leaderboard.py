@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 from systems.attention.peers import refused
 from systems.bench.flash_sweep import UNSUPPORTED, attention
 from systems.bench.timing import time_steps
+from systems.cli import integer
 from systems.device import OOM, free_memory, is_oom, synchronize, timed
 
 SHAPE = (16, 16384, 64)  # (batch, N, d): the handout's 16 heads as the batch
@@ -276,7 +277,7 @@ def cold_start() -> dict:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m systems.bench.leaderboard", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rep", type=int, default=10000, help="do_bench repetitions in ms")
+    p.add_argument("--rep", type=integer(1), default=10000, help="do_bench repetitions in ms")
     p.add_argument("--cold-start", action="store_true", help="time the first step with empty caches")
     p.add_argument("--cold-start-child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from systems.cli import integer
 from systems.memory.saved import SavedTensors, module_names  # module_names: both measurements name modules alike
 from systems.profiling import nsys
 
@@ -245,13 +246,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m systems.profiling.block_memory", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--size", default="2.7B", help="model preset whose block runs")
-    p.add_argument("--context-length", type=int, default=2048)
-    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--context-length", type=integer(1), default=2048)
+    p.add_argument("--batch", type=integer(1), default=4)
     p.add_argument("--attention", default="sdpa")
     p.add_argument("--json", required=True, help="write the block's sizes here when the run finished")
     args = p.parse_args(argv)
-    if args.batch < 1 or args.context_length < 1:
-        p.error(f"--batch and --context-length must be at least 1, got {args.batch} and {args.context_length}")
     try:
         cfg = preset(args.size, context_length=args.context_length, attention=args.attention)
     except ValueError as exc:

@@ -29,7 +29,7 @@ import pandas as pd
 import torch
 
 from systems.bench.e2e import BenchConfig, benchmark
-from systems.cli import HelpFormatter, add_arguments, build
+from systems.cli import HelpFormatter, add_arguments, build, read_config_list
 from systems.device import OOM
 from systems.model import add_model_arguments, models_from_args
 from systems.profiling import nsys
@@ -75,7 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     p = _parser()
     args = p.parse_args(argv)
     if args.configs:
-        configs = [BenchConfig.from_dict(d) for d in json.loads(Path(args.configs).read_text())]
+        try:
+            configs = read_config_list(args.configs, BenchConfig.from_dict)
+        except ValueError as exc:
+            p.error(str(exc))
     else:
         configs = [build(p, BenchConfig, argparse.Namespace(**{**vars(args), "mode": mode, "dtype": dtype}), model=m)
                    for m, mode, dtype in product(models_from_args(p, args), args.mode, args.dtype)]
