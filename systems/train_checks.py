@@ -22,11 +22,13 @@ from systems.attention import unavailable
 from systems.model import parameter_count
 from systems.scaling.parallel import memory_per_device
 
-# Data streams are seeded with seed·1_000_003 + step, which the generator takes as an unsigned 64-bit number.
-MAX_SEED = (2**64 - 1) // 1_000_004
+# Data streams are seeded with seed·1_000_003 + step, which the generator takes as an unsigned 64-bit number: the
+# seeds and step counts allowed keep it in range (2**40 steps is far past any run).
+MAX_STEPS = 2**40
+MAX_SEED = (2**64 - 1 - MAX_STEPS) // 1_000_003
 # field -> the interval it must lie in ("inf": no upper bound)
 RANGES = {
-    "grad_accum": "[1, inf)", "max_steps": "[1, inf)", "global_batch_size": "[1, inf)", "max_bad_steps": "[0, inf)",
+    "grad_accum": "[1, inf)", "max_steps": f"[1, {MAX_STEPS}]", "global_batch_size": "[1, inf)", "max_bad_steps": "[0, inf)",
     "checkpoint_every": "[0, inf)", "checkpoint_blocks": "[0, inf)", "warmup_steps": "[0, inf)",
     "seed": f"[0, {MAX_SEED}]", "lr": "[0, inf)", "min_lr": "[0, inf)", "beta1": "[0, 1)", "beta2": "[0, 1)",
     "eps": "(0, inf)", "weight_decay": "[0, inf)", "grad_clip": "[0, inf)", "bucket_size_mb": "(0, inf)",

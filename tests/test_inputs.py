@@ -72,8 +72,11 @@ def runs_correctly(cfg) -> bool:
 INTEGER_FIELDS = {name for name in RANGES if isinstance(getattr(TrainConfig(), name), int)}
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# derandomize: CI draws the same examples every run (a property test must not pass or fail by luck); the examples
+# below are the cases found so far
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(st.dictionaries(st.sampled_from(sorted(RANGES)), NUMBERS, min_size=1, max_size=4))
+@example({"max_steps": 2**64})
 @example({"grad_clip": -1.0})
 @example({"min_lr": -1e-4})
 @example({"lr": float("nan")})
@@ -106,7 +109,7 @@ def test_range_errors_name_the_option_and_the_rule():
 
 # ---- data files: Hypothesis draws the bytes and the context -------------------------------------------------
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, derandomize=True)
 @given(st.binary(min_size=0, max_size=48), st.integers(1, 40), st.integers(0, 10**6))
 @example(b"x" * 17, 16, 0)  # exactly one window: inputs and targets
 @example(b"x" * 16, 16, 0)
@@ -260,7 +263,7 @@ def test_a_memory_snapshot_that_carries_code_is_refused_not_run(tmp_path):
     ("systems.bench.allreduce", ["--sizes-mb=-1"], "--sizes-mb: must be a finite number > 0"),
     ("systems.bench.allreduce", ["--sizes-mb", "nan"], "--sizes-mb: must be a finite number > 0"),
     ("systems.bench.ddp", ["--world-size", "0"], "--world-size: must be >= 1"),
-    ("systems.bench.ddp", ["--size", "tiny", "--steps", "1"], "steps >= 2"),
+    ("systems.bench.ddp", ["--size", "tiny", "--steps", "0"], "steps >= 1"),
     ("systems.bench.leaderboard", ["--rep", "0"], "--rep: must be >= 1"),
     ("systems.bench.flash_sweep", ["--max-seq", "x"], "'x' is not an integer"),
     ("systems.profiling.block_memory", ["--batch", "0", "--json", "x.json"], "--batch: must be >= 1"),

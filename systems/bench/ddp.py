@@ -31,6 +31,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from systems.bench.timing import summarize
 from systems.cli import HelpFormatter, add_arguments, build, integer, option, positive
 from systems.ddp import WRAPPERS
 from systems.device import OOM, free_memory, local_device, run_or_oom, synchronize, timed
@@ -46,12 +47,12 @@ class DDPBenchConfig:
     model: ModelConfig = field(default_factory=lambda: preset("xl"))
     batch_size: int = option("sequences per rank (the global batch is this × world size)", default=4)
     warmup: int = option("untimed steps first", default=3)
-    steps: int = option("timed steps (two at least: the spread is reported)", default=8)
+    steps: int = option("timed steps", default=8)
     seed: int = option("seed of the weights and the batches", default=0)
 
     def __post_init__(self) -> None:
-        if self.batch_size < 1 or self.warmup < 0 or self.steps < 2:
-            raise ValueError(f"need batch_size >= 1, warmup >= 0 and steps >= 2, got {self.batch_size}, {self.warmup}, "
+        if self.batch_size < 1 or self.warmup < 0 or self.steps < 1:
+            raise ValueError(f"need batch_size >= 1, warmup >= 0 and steps >= 1, got {self.batch_size}, {self.warmup}, "
                              f"{self.steps}")
 
 
@@ -122,7 +123,8 @@ def _bench_worker(rank: int, world: int, cfg: DDPBenchConfig, runs: list[tuple[s
         comm = [statistics.fmean(r["comm_times_ms"]) for r in every]
         rows.append({
             **row, "status": "ok", "params": every[0]["params"],
-            "step_ms": max(step), "step_std_ms": statistics.stdev(every[step.index(max(step))]["step_times_ms"]),
+            "step_ms": max(step),
+            "step_std_ms": summarize(every[step.index(max(step))]["step_times_ms"], cfg.warmup).std_ms,
             "comm_ms": max(comm), "comm_share": max(comm) / max(step),
             "rank_step_ms": step, "rank_comm_ms": comm,
             "peak_memory_mb": max(r.get("peak_memory_mb", float("nan")) for r in every),

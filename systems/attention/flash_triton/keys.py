@@ -10,6 +10,8 @@ only choices that stay correct for any value read them (tiles, buckets, head gro
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 import triton
 
@@ -26,8 +28,11 @@ def hint(n) -> int:
         return n
     from torch.fx.experimental import symbolic_shapes
 
-    read = getattr(symbolic_shapes, "optimization_hint", None) or symbolic_shapes.hint_int  # torch >= 2.12 / older
-    return read(n, fallback=4096)
+    if hasattr(symbolic_shapes, "optimization_hint"):  # torch >= 2.13
+        return symbolic_shapes.optimization_hint(n, fallback=4096)
+    with warnings.catch_warnings():  # torch 2.11 reads it the same way under an older name it warns about
+        warnings.simplefilter("ignore", FutureWarning)
+        return symbolic_shapes.hint_int(n, fallback=4096)
 
 
 def bucket(n) -> int:
