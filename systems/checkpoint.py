@@ -72,7 +72,7 @@ def load(path: str | Path) -> dict[str, Any]:
     """The state saved at ``path``, verified; :class:`CheckpointError` naming the file if it cannot be used."""
     path = Path(path)
     if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} does not exist")
+        raise CheckpointError(f"checkpoint {path} {'is not a file' if path.exists() else 'does not exist'}")
     try:
         wrapped = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:

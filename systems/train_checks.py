@@ -99,6 +99,9 @@ def check_machine(cfg: Any, device: torch.device, world: int, sharded: bool) -> 
     if cfg.checkpoint_dir:
         writable_folder(Path(cfg.checkpoint_dir), "checkpoint")
     if cfg.log_file:
-        if Path(cfg.log_file).is_dir():
-            raise ValueError(f"the log file {cfg.log_file} is a folder; --log-file takes a file to append to")
-        writable_folder(Path(cfg.log_file).parent, "log")
+        log = Path(cfg.log_file)
+        if log.is_dir():
+            raise ValueError(f"the log file {log} is a folder; --log-file takes a file to append to")
+        writable_folder(log.parent, "log")
+        if log.exists() and not os.access(log, os.W_OK):
+            raise ValueError(f"cannot write to the log file {log}")
