@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -116,3 +120,16 @@ def check_model_matches_naive(attention, context_length, num_layers, tol):
         logits[name] = TransformerLM(preset("small", attention=name, **tiny)).to(DEVICE)(tokens)
     torch.testing.assert_close(logits[attention], logits["naive"], rtol=tol, atol=tol)
 
+
+
+def rerun_without_interpreter() -> bool:
+    """Under Triton's interpreter the kernels are no compilable objects: run the calling test again in a process
+    without it (compiling for a GPU needs no GPU) and say whether that was done."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return False
+    node = os.environ["PYTEST_CURRENT_TEST"].rsplit(" ", 1)[0]
+    env = os.environ | {"TRITON_INTERPRET": "0"}  # conftest only sets it where unset
+    run = subprocess.run([sys.executable, "-m", "pytest", node, "-q", "-p", "no:cacheprovider", "-o", "addopts="],
+                         env=env, capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+    assert run.returncode == 0, run.stdout[-4000:]
+    return True

@@ -5,10 +5,8 @@ the CPU cases are small; the ``gpu`` cases run the handout's sizes, bf16 and the
 """
 
 import contextlib
-import os
 import re
 import subprocess
-import sys
 from itertools import product
 from pathlib import Path
 
@@ -27,6 +25,7 @@ from flash_common import (
     check_sum_backward,
     make_qkv,
     reference,
+    rerun_without_interpreter,
     saved_logsumexp,
 )
 
@@ -402,12 +401,7 @@ def test_kernels_compile_for_sm90(tmp_path):
     # The interpreter accepts code that the compiler refuses (e.g. non-constexpr globals), so compile for
     # an H100 here; no GPU is needed for that, and ptxas reports the registers. Under the interpreter the
     # kernels are not compilable objects: run this test again in a process without it.
-    if launch.INTERPRET:
-        node = os.environ["PYTEST_CURRENT_TEST"].rsplit(" ", 1)[0]
-        env = os.environ | {"TRITON_INTERPRET": "0"}  # conftest only sets it where unset
-        run = subprocess.run([sys.executable, "-m", "pytest", node, "-q", "-p", "no:cacheprovider", "-o", "addopts="],
-                             env=env, capture_output=True, text=True, cwd=Path(__file__).parent.parent)
-        assert run.returncode == 0, run.stdout[-4000:]
+    if rerun_without_interpreter():
         return
     # The 16-bit dtypes are the fast path: their default tiles must run without spilling registers and
     # with asynchronous products. fp32 (TF32 products) only has to compile: its operands take twice the

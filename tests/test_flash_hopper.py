@@ -1,0 +1,85 @@
+"""The Hopper forward (Gluon): compiled for sm_90a on any machine (ptxas's registers and spills, the WGMMA waits each
+variant is meant to have, the register reallocation of the warp-specialised one), and on the H100 against the
+float64 oracle at the held-out kinds of shapes the Triton kernel is tested at."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+from flash_common import assert_close_to, make_qkv, reference, rerun_without_interpreter
+
+from systems.attention.flash_hopper import VARIANTS, Variant, forward_hopper, kernels, unsupported
+
+GPU = pytest.mark.skipif(not (torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)),
+                         reason="needs a Hopper GPU")
+POINTERS = ("Q", "K", "V", "O", "L")
+
+
+def _compile_for_sm90a(variant: Variant, head_dim: int, is_causal: bool, tmp_path: Path) -> tuple[str, str]:
+    """The kernel of ``variant`` compiled for the H100 as a launch would specialise it: its PTX and ptxas's report."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    fn = kernels.fwd_ws_kernel if variant.warp_specialised else kernels.fwd_kernel
+    consts = dict(HEAD_DIM=head_dim, BLOCK_N=variant.block_n, STAGES=variant.stages, CAUSAL=is_causal)
+    consts |= dict(CONSUMER_REGS=variant.consumer_registers, num_warps=4) if variant.warp_specialised else dict(
+        OVERLAP=variant.overlap, num_warps=8)
+    signature = {n: "constexpr" if n in consts else "*fp32" if n == "L" else "*bf16" if n in POINTERS
+                 else "fp32" if n == "qk_scale" else "i32" for n in fn.arg_names}
+    aligned = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names) if n in POINTERS}
+    compiled = triton.compile(GluonASTSource(fn, signature, consts, aligned), target=GPUTarget("cuda", 90, 32),
+                              options=dict(num_warps=consts["num_warps"]))
+    ptx = compiled.asm["ptx"]
+    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    (tmp_path / "k.ptx").write_text(ptx)
+    run = subprocess.run([str(ptxas), "-v", "--gpu-name=sm_90a", str(tmp_path / "k.ptx"), "-o",
+                          str(tmp_path / "k.cubin")], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return ptx, run.stderr
+
+
+def test_every_variant_compiles_for_the_h100_as_designed(tmp_path):
+    if rerun_without_interpreter():
+        return
+    for (name, variant), head_dim in itertools.product(VARIANTS.items(), (64, 128)):
+        where = f"{name}, head dim {head_dim}"
+        ptx, report = _compile_for_sm90a(variant, head_dim, True, tmp_path)
+        assert "sm_90a" in ptx and "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx, where
+        assert not re.search(r"[1-9]\d* bytes spill stores", report), (where, report)
+        waits = set(re.findall(r"wgmma.wait_group.sync.aligned (\d+)", ptx))
+        # overlapped: S waited for with the PV before it still running; otherwise every product is waited for
+        assert waits == ({"0", "1"} if variant.overlap else {"0"}), (where, waits)
+        if variant.warp_specialised:  # the consumers take the registers the producer gives up
+            assert re.search(rf"setmaxnreg.inc.sync.aligned.u32\s+{variant.consumer_registers};", ptx), where
+            assert "C7508" not in report, (where, report)  # ptxas ignoring setmaxnreg says so
+
+
+def test_inputs_it_cannot_take_are_named():
+    assert "Hopper" in unsupported(torch.zeros(1, 1, 4, 64))
+    with pytest.raises(ValueError, match="Hopper"):
+        forward_hopper(*(torch.zeros(1, 1, 4, 64, dtype=torch.bfloat16),) * 3)
+
+
+@pytest.mark.gpu
+@GPU
+@pytest.mark.parametrize("name", list(VARIANTS))
+@pytest.mark.parametrize("is_causal", [True, False])
+def test_gpu_every_variant_matches_the_oracle(name, is_causal):
+    variant = VARIANTS[name]
+    for batch, n_q, n_k, d, dtype, contiguous in [((2, 3), 200, 200, 64, torch.bfloat16, True),
+                                                  ((1, 2), 130, 77, 64, torch.float16, False),
+                                                  ((1, 1), 1, 1, 64, torch.bfloat16, True),
+                                                  ((2, 2), 333, 333, 128, torch.bfloat16, False),
+                                                  ((1, 2), 77, 300, 128, torch.float16, True),
+                                                  ((3,), 1000, 1000, 64, torch.bfloat16, True)]:
+        q, k, v = make_qkv(batch, n_q, n_k, d, dtype=dtype, contiguous=contiguous)
+        o, L = forward_hopper(q.detach(), k.detach(), v.detach(), is_causal, variant)
+        want_o, want_L = reference(q, k, v, torch.zeros_like(q), is_causal)[:2]
+        assert_close_to(o, want_o, 2e-2, f"O {batch} {n_q}x{n_k} d{d}")
+        assert_close_to(L, want_L, 2e-3, f"L {batch} {n_q}x{n_k} d{d}")
