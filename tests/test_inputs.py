@@ -13,12 +13,12 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from test_faults import RunsCode
 
 from systems.cli import build
 from systems.data import TokenData
@@ -233,17 +233,9 @@ def test_a_benchmark_configuration_file_that_is_not_one_is_named(tmp_path, conte
             words)
 
 
-class _RunsCode:
-    def __init__(self, marker: Path):
-        self.marker = marker
-
-    def __reduce__(self):
-        return os.system, (f"touch {self.marker}",)
-
-
 def test_a_memory_snapshot_that_carries_code_is_refused_not_run(tmp_path):
     marker, path = tmp_path / "ran", tmp_path / "snap.pickle"
-    path.write_bytes(pickle.dumps({"segments": [], "device_traces": [_RunsCode(marker)]}))
+    path.write_bytes(pickle.dumps({"segments": [], "device_traces": [RunsCode(marker)]}))
     with pytest.raises(ValueError, match="plain data only"):
         load_snapshot(path)
     assert not marker.exists()
