@@ -24,6 +24,7 @@ from itertools import product
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
 from systems.attention import available, get_attention
@@ -217,12 +218,19 @@ class TransformerLM(nn.Module):
         self.ln_final = RMSNorm(cfg.d_model)
         self.lm_head = _linear(cfg.d_model, cfg.vocab_size)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens (B, T) int64 -> logits (B, T, vocab_size)."""
+    def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
+        """tokens (B, T) int64 -> logits (B, T, vocab_size); with ``targets`` (B, T), the loss
+        (:func:`token_loss`) instead, so that every wrapper around the model computes the same one."""
         check_tokens(tokens, self.cfg)
         x = self.token_embeddings(tokens)  # (B, T, d)
         levels = self.checkpoint_levels if torch.is_grad_enabled() else ()
-        return self.lm_head(self.ln_final(_run_blocks(self.layers, x, levels)))
+        logits = self.lm_head(self.ln_final(_run_blocks(self.layers, x, levels)))
+        if targets is None:
+            return logits
+        if targets.shape != tokens.shape:
+            raise ValueError(f"targets must be shaped like the tokens {tuple(tokens.shape)}, got {tuple(targets.shape)}")
+        check_tokens(targets, self.cfg)
+        return token_loss(logits, targets)
 
     def set_attention(self, name: str) -> None:
         """Every block's attention switched to implementation ``name`` (a :mod:`systems.attention` name), the
@@ -231,6 +239,12 @@ class TransformerLM(nn.Module):
         for block in self.layers:
             block.attn.attend = attend
         self.cfg = replace(self.cfg, attention=name)
+
+
+def token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean next-token cross-entropy over every position, in fp32 whatever the logits' dtype: a bf16 log-softmax
+    over a large vocabulary loses the loss's low digits. logits (B, T, V), targets (B, T) -> scalar."""
+    return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
 
 
 def _run_blocks(blocks: nn.ModuleList, x: torch.Tensor, levels: tuple[int, ...]) -> torch.Tensor:

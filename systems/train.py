@@ -8,14 +8,14 @@
 Every option is a field of :class:`TrainConfig`; notebooks and tests call :func:`train` with one and
 get the per-step records back. The global batch of each step is the same whatever the world size
 (:mod:`systems.data`), each rank takes its slice and splits it into ``grad_accum`` micro-batches (all
-but the last under ``no_sync()``), and the wrapper averages gradients over the ranks, so a 2-process
-run follows the single-process loss curve. The data-parallel wrappers are :mod:`systems.ddp`; the
-sharded optimizer is :mod:`systems.zero`; ``--wrapper fsdp`` (ours) and ``fsdp2`` (PyTorch's ``fully_shard``)
-shard weights, gradients and optimizer state (:mod:`systems.fsdp`).
+but the last under ``no_sync()``), and the strategy averages gradients over the ranks, so a 2-process
+run follows the single-process loss curve. ``--wrapper`` names the strategy (:mod:`systems.parallel`: one process,
+our data-parallel wrappers or PyTorch's DDP, with ``--zero1`` sharding the optimizer state, our FSDP or PyTorch's
+FSDP2); the step is :class:`systems.parallel.TrainStep`, the one every benchmark runs too.
 
 A checkpoint (:mod:`systems.checkpoint`: atomic, checksummed, tensors and plain data only) holds the model,
-the optimizer (consolidated when sharded, so it resumes at any world size and under any wrapper), the step (which is the data
-position), the RNG, the run's settings and the data's identity (its contents' hash). Resuming checks the file as a
+the optimizer (consolidated when sharded, so it resumes at any world size and under any wrapper), the step (which
+is the data position), the RNG, the run's settings and the data's identity (its contents' hash). Resuming checks the file as a
 schema first (:mod:`systems.train_state`), then refuses a checkpoint whose settings differ from the
 run's in anything that changes the loss curve (the model, data, seed, batch, schedule, optimizer, precision)
 and names the fields, unless ``--resume-anyway``. A loss or gradient norm that is not finite stops the run
@@ -44,25 +44,23 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch.distributed.elastic.multiprocessing.errors import record
 from tqdm.auto import tqdm
 
 from systems import checkpoint, train_state
 from systems import dist as sdist
-from systems.bench.flops import model_flops, mfu
 from systems.cli import HelpFormatter, add_arguments, build, dump_json, option
 from systems.data import TokenData
 from systems.device import is_oom, local_device, requested_device, timed
 from systems.files import append_line, exclusive_folder
-from systems.fsdp import SHARDED_WRAPPERS, wrap_model  # sharded state: checkpoints hold it gathered
+from systems.flops import mfu, model_flops
 from systems.interrupts import Interrupted, StopRequests
 from systems.model import (ModelConfig, TransformerLM, add_model_arguments, check_tokens, models_from_args,
                            parameter_count, preset)
-from systems.train_checks import check_machine, check_settings
-from systems.zero import ShardedOptimizer
+from systems.parallel import NAMES, TrainStep, wrap
+from systems.train_checks import check_launch, check_machine, check_settings
 
-WRAPPERS = ("none", "torch", "naive", "flat", "overlap", "bucketed", *SHARDED_WRAPPERS)
+WRAPPERS = NAMES
 
 
 class TrainingDiverged(RuntimeError):
@@ -105,7 +103,7 @@ class TrainConfig:
     device: str | None = option("force a device, e.g. cpu (None: this rank's GPU, else the CPU)", default=None)
 
     def __post_init__(self) -> None:
-        check_settings(self, WRAPPERS, SHARDED_WRAPPERS)
+        check_settings(self)
 
 
 def lr_at(cfg: TrainConfig, step: int) -> float:
@@ -154,18 +152,10 @@ class _Run:
         cfg = self.cfg
         self.rank, self.world = sdist.rank(), sdist.world_size()
         self.stop = StopRequests(enabled=False)  # run() listens for signals while it trains
-        if cfg.wrapper != "none" and not dist.is_initialized():
-            raise ValueError(f"--wrapper {cfg.wrapper} needs a process group: start the run with torchrun "
-                             f"(torchrun --nproc_per_node N -m systems.train ...), or use --wrapper none")
-        if cfg.wrapper == "none" and self.world > 1:
-            raise ValueError(f"{self.world} ranks need a data-parallel wrapper (--wrapper); 'none' is for one process")
-        if cfg.global_batch_size % (self.world * cfg.grad_accum):
-            raise ValueError(f"global batch {cfg.global_batch_size} does not split into {self.world} ranks × "
-                             f"{cfg.grad_accum} micro-batches")
-        # everything that can fail on a path, a device or a size fails now, before the model is built
+        # everything that can fail on a setting, a path, a device or a size fails now, before the model is built
+        check_launch(cfg, self.world, dist.is_initialized())
         self.device = requested_device(cfg.device) if cfg.device else local_device()
-        self.sharded = cfg.wrapper in SHARDED_WRAPPERS
-        check_machine(cfg, self.device, self.world, self.sharded)
+        check_machine(cfg, self.device, self.world)
         if cfg.checkpoint_dir and self.rank == 0:
             self._held.enter_context(exclusive_folder(cfg.checkpoint_dir, "checkpoint"))
         self.data = TokenData.from_spec(cfg.data, cfg.model.vocab_size, cfg.seed)
@@ -177,31 +167,22 @@ class _Run:
             self.model = TransformerLM(cfg.model, checkpoint_blocks=cfg.checkpoint_blocks)
         if ckpt:
             train_state.check_resumable(ckpt, cfg.resume, asdict(cfg), self.model, self.data.identity)
-        if ckpt and not self.sharded:
-            self.model.load_state_dict(ckpt["model"])
-        if cfg.wrapper == "none":
-            self.net, self.ddp = self.model, None
-        else:
-            self.net = self.ddp = wrap_model(cfg.wrapper, self.model, torch.bfloat16 if cfg.bf16 else None,
-                                             bucket_size_mb=cfg.bucket_size_mb)
-        if ckpt and self.sharded:
-            self.net.load_full_state_dict(ckpt["model"])
+        bf16 = torch.bfloat16 if cfg.bf16 else None
+        self.strategy = wrap(cfg.wrapper, self.model, zero1=cfg.zero1, compute_dtype=bf16,
+                             bucket_size_mb=cfg.bucket_size_mb)
         adamw = dict(lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, weight_decay=cfg.weight_decay)
-        # (after sharding: the optimizer holds the shards)
-        self.optimizer = (ShardedOptimizer(self.model.parameters(), torch.optim.AdamW, **adamw) if cfg.zero1
-                          else torch.optim.AdamW(self.model.parameters(), **adamw))
+        self.optimizer = self.strategy.optimizer(torch.optim.AdamW, **adamw)
+        # the norm is measured even without clipping (0: an infinite bound): it guards the update
+        self.train_step = TrainStep(self.strategy, self.optimizer, grad_accum=cfg.grad_accum, autocast=bf16,
+                                    clip=cfg.grad_clip)
         self.start, self.bad_steps = 0, 0
         if ckpt:
-            if self.sharded:
-                self.net.load_full_optimizer_state_dict(self.optimizer, ckpt["optimizer"])
-            else:
-                self.optimizer.load_state_dict(ckpt["optimizer"])
+            self.strategy.load_full_state_dict(ckpt["model"])
+            self.strategy.load_full_optimizer_state_dict(self.optimizer, ckpt["optimizer"])
             for group in self.optimizer.param_groups:  # the run's settings, not the file's, drive the updates
                 group.update(adamw)
             self.start = ckpt["step"]
             torch.set_rng_state(ckpt["rng"]["cpu"])
-        self.autocast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if cfg.bf16
-                         else contextlib.nullcontext())
         self.flops_per_step = model_flops(cfg.model, cfg.global_batch_size, "train")
         gpu = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else None
         self.mfu = (lambda seconds: mfu(self.flops_per_step / self.world, seconds, gpu, "bf16" if cfg.bf16 else "fp32")
@@ -262,28 +243,12 @@ class _Run:
         cfg = self.cfg
         x, y = self.data.local_batch(step, cfg.global_batch_size, cfg.model.context_length, self.rank, self.world)
         check_tokens(x, cfg.model)  # on the host, before the batch reaches the GPU
-        x, y = x.to(self.device), y.to(self.device)
-        micro = x.shape[0] // cfg.grad_accum
-        loss_sum = torch.zeros((), device=self.device)
-        for i in range(cfg.grad_accum):
-            last = i == cfg.grad_accum - 1
-            # all but the last micro-batch accumulate locally; the last backward's synchronisation reduces all
-            skip_sync = self.ddp.no_sync() if (self.ddp is not None and not last) else contextlib.nullcontext()
-            with skip_sync:
-                with self.autocast:
-                    logits = self.net(x[i * micro:(i + 1) * micro])  # (b, T, V)
-                loss = F.cross_entropy(logits.float().flatten(0, 1), y[i * micro:(i + 1) * micro].flatten())
-                (loss / cfg.grad_accum).backward()
-            loss_sum += loss.detach() / cfg.grad_accum
-        if self.ddp is not None:
-            self.ddp.finish_gradient_synchronization()
-        # the norm is measured even without clipping (an infinite bound clips nothing): it guards the update
-        clip = cfg.grad_clip or math.inf
-        grad_norm = (self.net.clip_grad_norm_(clip) if self.sharded  # the norm over all ranks' shards
-                     else float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)))
+        loss = self.train_step.forward_backward(x.to(self.device), y.to(self.device))
+        self.train_step.synchronize()
+        grad_norm = self.train_step.clip()
         # the logged loss is the global batch's, as in a single process; a stop request reaches every rank with it,
         # so all ranks end after the same step
-        shared = torch.stack([loss_sum, torch.tensor(float(self.stop.signal is not None), device=self.device)])
+        shared = torch.stack([loss, torch.tensor(float(self.stop.signal is not None), device=self.device)])
         if self.world > 1:
             dist.all_reduce(shared)
             shared[0] /= self.world
@@ -295,17 +260,16 @@ class _Run:
             if self.bad_steps > cfg.max_bad_steps:
                 raise TrainingDiverged(f"step {step}: the loss is {loss} and the gradient norm {grad_norm}; stopping "
                                        f"(--max-bad-steps {cfg.max_bad_steps} allows skipping that many such steps)")
+            self.train_step.zero_grad()
         else:
-            self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+            self.train_step.update()
         return loss, grad_norm, skipped, stop > 0
 
     def save(self, done: int) -> Path:
         """Write ``step_{done}.pt`` (rank 0); every rank takes part, since a sharded state is gathered first."""
-        # collectives when sharded: every rank gathers; the file holds what an unsharded run would save
-        optimizer_state = (self.net.full_optimizer_state_dict(self.optimizer) if self.sharded
-                           else self.optimizer.state_dict())
-        model_state = self.net.full_state_dict() if self.sharded else self.model.state_dict()
+        # collectives where the state is sharded: every rank gathers; the file holds what one process would save
+        optimizer_state = self.strategy.full_optimizer_state_dict(self.optimizer)
+        model_state = self.strategy.full_state_dict()
         path = Path(self.cfg.checkpoint_dir) / f"step_{done:06d}.pt"
         if self.rank == 0:
             checkpoint.save(path, {

@@ -20,6 +20,7 @@ import torch
 
 from systems.attention import unavailable
 from systems.model import parameter_count
+from systems.parallel import NAMES, SHARDED
 from systems.scaling.parallel import memory_per_device
 
 # Data streams are seeded with seed·1_000_003 + step, which the generator takes as an unsigned 64-bit number: the
@@ -28,7 +29,8 @@ MAX_STEPS = 2**40
 MAX_SEED = (2**64 - 1 - MAX_STEPS) // 1_000_003
 # field -> the interval it must lie in ("inf": no upper bound)
 RANGES = {
-    "grad_accum": "[1, inf)", "max_steps": f"[1, {MAX_STEPS}]", "global_batch_size": "[1, inf)", "max_bad_steps": "[0, inf)",
+    "grad_accum": "[1, inf)", "max_steps": f"[1, {MAX_STEPS}]", "global_batch_size": "[1, inf)",
+    "max_bad_steps": "[0, inf)",
     "checkpoint_every": "[0, inf)", "checkpoint_blocks": "[0, inf)", "warmup_steps": "[0, inf)",
     "seed": f"[0, {MAX_SEED}]", "lr": "[0, inf)", "min_lr": "[0, inf)", "beta1": "[0, 1)", "beta2": "[0, 1)",
     "eps": "(0, inf)", "weight_decay": "[0, inf)", "grad_clip": "[0, inf)", "bucket_size_mb": "(0, inf)",
@@ -43,10 +45,10 @@ def inside(value: float, interval: str) -> bool:
     return above and below
 
 
-def check_settings(cfg: Any, wrappers: tuple[str, ...], sharded: tuple[str, ...]) -> None:
+def check_settings(cfg: Any) -> None:
     """Raise ValueError naming the first setting of a TrainConfig outside its range, or settings that disagree."""
-    if cfg.wrapper not in wrappers:
-        raise ValueError(f"wrapper must be one of {wrappers}, got {cfg.wrapper!r}")
+    if cfg.wrapper not in NAMES:
+        raise ValueError(f"wrapper must be one of {NAMES}, got {cfg.wrapper!r}")
     for name, interval in RANGES.items():
         value, option = getattr(cfg, name), f"{name} (--{name.replace('_', '-')})"
         if isinstance(value, float) and not math.isfinite(value):
@@ -57,7 +59,7 @@ def check_settings(cfg: Any, wrappers: tuple[str, ...], sharded: tuple[str, ...]
         raise ValueError(f"min_lr ({cfg.min_lr}) must not exceed lr ({cfg.lr}): the schedule decays to it")
     if cfg.checkpoint_every and not cfg.checkpoint_dir:
         raise ValueError("checkpoint_every needs checkpoint_dir")
-    if cfg.zero1 and cfg.wrapper in sharded:
+    if cfg.zero1 and cfg.wrapper in SHARDED:
         raise ValueError(f"--zero1 shards the optimizer state, which --wrapper {cfg.wrapper} shards already")
 
 
@@ -71,10 +73,23 @@ def writable_folder(path: Path, what: str) -> None:
         raise ValueError(f"cannot write to the {what} folder {path}")
 
 
-def memory_needed(cfg: Any, world: int, sharded: bool) -> float:
+def check_launch(cfg: Any, world: int, group: bool) -> None:
+    """Raise ValueError where the strategy cannot run in this launch: a data-parallel one without a process group
+    (``group``), one process's strategy over several ranks, a batch that does not split."""
+    if cfg.wrapper != "none" and not group:
+        raise ValueError(f"--wrapper {cfg.wrapper} needs a process group: start the run with torchrun "
+                         f"(torchrun --nproc_per_node N -m systems.train ...), or use --wrapper none")
+    if cfg.wrapper == "none" and world > 1:
+        raise ValueError(f"{world} ranks need a data-parallel wrapper (--wrapper); 'none' is for one process")
+    if cfg.global_batch_size % (world * cfg.grad_accum):
+        raise ValueError(f"global batch {cfg.global_batch_size} does not split into {world} ranks × "
+                         f"{cfg.grad_accum} micro-batches")
+
+
+def memory_needed(cfg: Any, world: int) -> float:
     """Bytes per rank of fp32 weights, gradients and AdamW state (sharded as the wrapper shards them), and of the
     rotary tables every block keeps (cos and sin, context × head_dim/2 each); activations come on top."""
-    strategy = "FSDP" if sharded else "ZeRO-1" if cfg.zero1 else "DP"
+    strategy = "FSDP" if cfg.wrapper in SHARDED else "ZeRO-1" if cfg.zero1 else "DP"
     rotary = cfg.model.num_layers * cfg.model.context_length * cfg.model.head_dim * 4
     return memory_per_device(parameter_count(cfg.model), strategy, world)["total"] + rotary
 
@@ -86,12 +101,12 @@ def capacity(device: torch.device) -> float:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def check_machine(cfg: Any, device: torch.device, world: int, sharded: bool) -> None:
+def check_machine(cfg: Any, device: torch.device, world: int) -> None:
     """Raise ValueError where this machine cannot run ``cfg`` on ``device``: the attention, the memory, the paths."""
     why = unavailable(cfg.model.attention, device, torch.bfloat16 if cfg.bf16 else torch.float32, cfg.model.head_dim)
     if why:
         raise ValueError(f"attention {cfg.model.attention!r} cannot run here: it {why}")
-    needed, room = memory_needed(cfg, world, sharded), capacity(device)
+    needed, room = memory_needed(cfg, world), capacity(device)
     if needed > room:
         raise ValueError(f"the model ({parameter_count(cfg.model) / 1e9:.3g} B parameters, context "
                          f"{cfg.model.context_length}) needs {needed / 2**30:.1f} GiB per rank for fp32 weights, "

@@ -471,8 +471,10 @@ def test_memory_by_construction_by_hand():
     assert table.loc["FSDP", "total"] == pytest.approx(16 * (sharded / 4 + replicated) + gathered)
 
 
-def test_wrap_model_refuses_an_unknown_wrapper_naming_every_choice():
-    from systems.fsdp import wrap_model
+def test_wrap_refuses_an_unknown_strategy_naming_every_choice():
+    from systems.parallel import wrap
 
-    with pytest.raises(ValueError, match=r"unknown data-parallel wrapper 'bogus'.*fsdp2"):
-        wrap_model("bogus", torch.nn.Linear(2, 2))
+    with pytest.raises(ValueError, match=r"unknown parallel strategy 'bogus'.*'none'.*'fsdp2'"):
+        wrap("bogus", torch.nn.Linear(2, 2))
+    with pytest.raises(ValueError, match="zero1 shards the optimizer state, which fsdp shards already"):
+        wrap("fsdp", torch.nn.Linear(2, 2), zero1=True)

@@ -9,9 +9,9 @@ import torch
 from systems.attention import get_attention
 from systems.bench import attention_steps, e2e
 from systems.bench.e2e import BenchConfig, benchmark, sweep
-from systems.bench.flops import model_flops
 from systems.bench.timing import time_steps
 from systems.device import OOM, run_or_oom
+from systems.flops import model_flops
 from systems.model import preset
 
 

@@ -16,9 +16,10 @@ PACKAGE = pipeline.ROOT / "systems"
 LAYERS = [
     ("systems.device", 0), ("systems.provenance", 0), ("systems.nvtx", 0), ("systems.cli", 0),
     ("systems.hardware", 0), ("systems.files", 0), ("systems.interrupts", 0),
-    ("systems.attention", 1), ("systems.model", 2), ("systems.data", 1), ("systems.dist", 1),
+    ("systems.attention", 1), ("systems.model", 2), ("systems.flops", 2), ("systems.data", 1), ("systems.dist", 1),
     ("systems.precision", 1), ("systems.checkpoint", 1),
     ("systems.ddp", 3), ("systems.zero", 3), ("systems.fsdp", 3), ("systems.memory", 3), ("systems.scaling", 3),
+    ("systems.parallel", 4),
     ("systems.bench", 4), ("systems.profiling", 5), ("systems.train", 6), ("systems.train_runs", 6),
     ("systems.train_state", 6), ("systems.train_checks", 6),
     ("systems.figures", 7), ("systems.report", 7), ("systems.pipeline", 7),

@@ -9,7 +9,7 @@ Ours (:data:`OURS`):
 
     naive          the textbook formula, materialises the score matrix (reference.py)
     flash_pytorch  FlashAttention-2 tiled in plain PyTorch (flash_pytorch.py)
-    flash_triton   FlashAttention-2 forward and backward in Triton (flash_triton.py)
+    flash_triton   FlashAttention-2 forward and backward in Triton (the package flash_triton/)
 
 PyTorch's, the anchors (:data:`PEERS`, peers.py):
 

@@ -1,6 +1,6 @@
 """Input validation and layout shared by the FlashAttention implementations.
 
-Both FlashAttention-2 implementations (``flash_pytorch.py``, ``flash_triton.py``) accept queries, keys and
+Both FlashAttention-2 implementations (``flash_pytorch.py``, the package ``flash_triton/``) accept queries, keys and
 values shaped (batch, seq, head_dim) or (batch, heads, seq, head_dim), any sequence lengths (Nq and Nk
 may differ) and fp32/fp16/bf16. Bad input is refused here, once, with a ValueError that names the
 problem, instead of failing deep inside a kernel with an unreadable message.

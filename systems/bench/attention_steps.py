@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import torch
 
 from systems.bench.e2e import BenchConfig, Step, bench_device, in_fresh_process, timed_steps
 from systems.cli import HelpFormatter

@@ -29,15 +29,13 @@ from typing import Any
 import pandas as pd
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from systems.bench.timing import summarize
 from systems.cli import HelpFormatter, add_arguments, build, integer, option, positive
-from systems.ddp import WRAPPERS
 from systems.device import OOM, free_memory, local_device, run_or_oom, synchronize, timed
 from systems.dist import launch
-from systems.fsdp import SHARDED_WRAPPERS, wrap_model
 from systems.model import ModelConfig, TransformerLM, add_model_arguments, models_from_args, parameter_count, preset
+from systems.parallel import REPLICATED, SHARDED, TrainStep, wrap
 
 COMM = re.compile(r"nccl|gloo|all_?reduce", re.IGNORECASE)
 
@@ -73,8 +71,8 @@ class _Trainer:
             model = TransformerLM(model_cfg)
         self.n_params = parameter_count(model_cfg)
         # (the sharded wrappers, FSDP ours or PyTorch's, have no synchronisation to time apart)
-        self.model = wrap_model(variant, model, sync_timing=True, **options)
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
+        self.strategy = wrap(variant, model, sync_timing=True, **options)
+        self.train_step = TrainStep(self.strategy, self.strategy.optimizer(torch.optim.AdamW, lr=1e-4))
         g = torch.Generator(device=device).manual_seed(cfg.seed + 1 + dist.get_rank())  # each rank its own data
         shape = (cfg.batch_size, model_cfg.context_length)
         self.x = torch.randint(0, model_cfg.vocab_size, shape, device=device, generator=g)
@@ -82,18 +80,14 @@ class _Trainer:
         self.device = device
 
     def step(self) -> None:
-        self.opt.zero_grad(set_to_none=True)
-        logits = self.model(self.x)
-        F.cross_entropy(logits.flatten(0, 1), self.y.flatten()).backward()
-        self.model.finish_gradient_synchronization()
-        self.opt.step()
+        self.train_step(self.x, self.y)
 
 
 def _measure(cfg: DDPBenchConfig, variant: str, options: dict, device: torch.device) -> dict[str, Any]:
     trainer = _Trainer(cfg, variant, options, device)
     for _ in range(cfg.warmup):
         trainer.step()
-    comm_ms = getattr(trainer.model, "comm_ms", [])
+    comm_ms = trainer.strategy.comm_ms
     comm_ms.clear()
     step_ms = []
     for _ in range(cfg.steps):
@@ -282,7 +276,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     add_arguments(p, DDPBenchConfig)
     p.add_argument("--world-size", type=integer(1), default=2, help="processes (one GPU each under NCCL)")
     p.add_argument("--variants", nargs="+", default=["naive", "flat", "overlap", "torch"],
-                   choices=[w for w in WRAPPERS if w != "bucketed"] + list(SHARDED_WRAPPERS),
+                   choices=[w for w in REPLICATED if w != "bucketed"] + list(SHARDED),
                    help="wrappers without options (fsdp and fsdp2 shard the model)")
     p.add_argument("--bucket-sizes", nargs="*", type=positive, default=[1, 10, 100, 1000],
                    help="bucketed DDP at each of these bucket sizes (MiB)")

@@ -2,7 +2,7 @@
 
 One measured step is a forward pass, a forward and backward pass, or a full AdamW training step on a
 random batch. Each phase is timed on its own (:func:`systems.device.timed`), so one run reports forward,
-backward and optimizer times, with the step's model FLOPs and MFU (:mod:`systems.bench.flops`). Options:
+backward and optimizer times, with the step's model FLOPs and MFU (:mod:`systems.flops`). Options:
 bf16 autocast, ``torch.compile``, activation checkpointing, NVTX ranges for Nsight Systems, a CUDA memory
 snapshot of the measured steps. Out-of-memory is a row, not a crash.
 
@@ -28,19 +28,19 @@ from typing import Any
 
 import pandas as pd
 import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from systems import nvtx
-from systems.bench.flops import model_flops, mfu
+from systems.attention import unavailable
 from systems.bench.timing import summarize
 from systems.cli import HelpFormatter, add_arguments, build, dump_json, option, read_config_list
-from systems.attention import unavailable
 from systems.device import OOM, free_memory, record_memory, requested_device, run_or_oom, timed
 from systems.files import write_text_atomically
+from systems.flops import mfu, model_flops
 from systems.model import ModelConfig, TransformerLM, add_model_arguments, models_from_args, parameter_count, \
     preset, resize
 from systems.nvtx import annotate
+from systems.parallel import Strategy, TrainStep
 from systems.provenance import stamp
 
 MODES = ("forward", "forward_backward", "train")
@@ -129,7 +129,10 @@ class Step:
         if cfg.compile:
             torch._dynamo.reset()  # a fresh compile per configuration: a sweep would hit Dynamo's recompile limit
         self.forward_fn = torch.compile(self.model, backend=cfg.compile_backend) if cfg.compile else self.model
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4) if cfg.mode == "train" else None
+        optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4) if cfg.mode == "train" else None
+        # the training step every trainer runs, its phases timed here (one process: no synchronisation, no clip)
+        self.train_step = TrainStep(Strategy(self.model, self.forward_fn), optimizer, autocast=DTYPES[cfg.dtype],
+                                    timer=self._timed)
         # Random tokens, not zeros: data-dependent kernels (embedding gathers) should see real work.
         shape = (cfg.batch_size, cfg.model.context_length)
         self.x = torch.randint(0, cfg.model.vocab_size, shape, device=device)
@@ -138,7 +141,7 @@ class Step:
         self.peaks: dict[str, float] = {}  # the most memory allocated during each phase (CUDA), bytes
 
     def _timed(self, phase: str, fn):
-        if not self.per_phase:
+        if not self.per_phase or phase not in self.phases:
             return fn()
         cuda = self.device.type == "cuda"
         if cuda:  # per phase: the step's peak alone cannot say whether activations or the optimizer set it
@@ -152,22 +155,11 @@ class Step:
         return out
 
     def __call__(self) -> None:
-        cfg = self.cfg
-        if cfg.mode == "forward":
-            with torch.no_grad(), autocast(self.device, cfg.dtype):
+        if self.cfg.mode == "forward":
+            with torch.no_grad(), autocast(self.device, self.cfg.dtype):
                 self._timed("forward", lambda: self.forward_fn(self.x))
             return
-
-        def forward():
-            with autocast(self.device, cfg.dtype):
-                logits = self.forward_fn(self.x)
-                return F.cross_entropy(logits.flatten(0, 1), self.y.flatten())
-
-        loss = self._timed("forward", forward)
-        self._timed("backward", loss.backward)
-        if self.optimizer is not None:
-            self._timed("optimizer", self.optimizer.step)
-        self.model.zero_grad(set_to_none=True)
+        self.train_step(self.x, self.y)
 
 
 def timed_steps(step: Step, n: int, device: torch.device) -> list[float]:

@@ -8,7 +8,7 @@ retained graph's backward alone) and ``fwd_bwd``. Implementations go by the regi
 ``flex``), compared in the same run. A back end that refuses an input (the SDPA kernels take no fp32) is
 recorded as "unsupported", a point that does not fit in memory as "OOM". Without a GPU (smoke runs) the timer
 falls back to :func:`systems.bench.timing.time_steps` so the code path can be checked on a CPU. FLOPs follow
-:mod:`systems.bench.flops`.
+:mod:`systems.flops`.
 
     python -m systems.bench.flash_sweep --max-seq 4096
 """
@@ -30,10 +30,10 @@ from systems.attention.peers import refused, sdpa_choice
 from systems.attention.reference import naive_attention
 from systems.bench.attention_steps import device_busy, interleaved, interleaved_apart
 from systems.bench.e2e import DTYPES, BenchConfig, bench_device, vary
-from systems.bench.flops import attention_flops
 from systems.bench.timing import time_steps
 from systems.cli import integer
 from systems.device import OOM, free_memory, is_oom
+from systems.flops import attention_flops
 from systems.model import preset
 
 UNSUPPORTED = "unsupported"

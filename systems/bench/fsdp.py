@@ -14,14 +14,15 @@ import time
 
 import pandas as pd
 import torch
-import torch.nn.functional as F
 
 from systems.dist import launch
 from systems.fsdp import FSDP
-from systems.fsdp.torch_fsdp import TorchFSDP
 from systems.model import ModelConfig, TransformerLM
+from systems.parallel import TrainStep, wrap
 
 DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+# a training step's phases (systems.parallel.TrainStep) as the trace names them
+STEP_PHASES = {"forward": "forward", "backward": "backward", "synchronize": "waiting for reductions"}
 # event kind -> (timeline lane, label): the step's phases, each layer's forward, the two collectives
 LANES = {"compute": ("layers", "layer forward"), "all-gather": ("communication", "all-gather"),
          "reduce-scatter": ("communication", "reduce-scatter"), "forward": ("step", "forward"),
@@ -34,30 +35,26 @@ def _batch(cfg: ModelConfig, rows: int, seed: int = 123) -> tuple[torch.Tensor, 
     return tokens[:, :-1], tokens[:, 1:]
 
 
-def _loss(model, x, y) -> torch.Tensor:
-    return F.cross_entropy(model(x).float().flatten(0, 1), y.flatten())
-
-
 def _trace_worker(rank: int, world: int, cfg: ModelConfig, rows: int, steps: int) -> dict:
     torch.manual_seed(0)
-    fsdp = FSDP(TransformerLM(cfg), trace=True)
-    opt = torch.optim.AdamW(fsdp.parameters(), lr=1e-3)
+    strategy = wrap("fsdp", TransformerLM(cfg), trace=True)
+    fsdp = strategy.module
     x, y = _batch(cfg, rows * world)
     mine = slice(rows * rank, rows * (rank + 1))
+    phases: list[dict] = []
+
+    def recorded(phase: str, fn):
+        start = time.perf_counter()
+        out = fn()
+        if phase in STEP_PHASES:
+            phases.append({"kind": STEP_PHASES[phase], "layer": "", "start": start, "end": time.perf_counter()})
+        return out
+
+    step = TrainStep(strategy, strategy.optimizer(torch.optim.AdamW, lr=1e-3), timer=recorded)
     for _ in range(steps):  # the last step is the one shown: the first ones learn the order and warm up
         fsdp.events.clear()
-        t0 = time.perf_counter()
-        loss = _loss(fsdp, x[mine], y[mine])
-        t1 = time.perf_counter()
-        loss.backward()
-        t2 = time.perf_counter()
-        fsdp.finish_gradient_synchronization()
-        t3 = time.perf_counter()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-    phases = [{"kind": "forward", "layer": "", "start": t0, "end": t1},
-              {"kind": "backward", "layer": "", "start": t1, "end": t2},
-              {"kind": "waiting for reductions", "layer": "", "start": t2, "end": t3}]
+        phases.clear()
+        step(x[mine], y[mine])
     shard_bytes = sum(s.param.numel() * 4 for _, _, s in fsdp.units)
     return {"events": phases + fsdp.events, "peak_layers": fsdp.peak_layers,
             "peak_gathered_bytes": fsdp.peak_gathered_bytes, "shard_bytes": shard_bytes,
@@ -97,8 +94,8 @@ def _agreement_worker(rank: int, world: int, cfg: ModelConfig, dtype: str, steps
     for step in range(steps):
         for o in opts:
             o.zero_grad(set_to_none=True)
-        _loss(reference, x, y).backward()  # the whole batch in one process
-        _loss(fsdp, x[rows * rank:rows * (rank + 1)], y[rows * rank:rows * (rank + 1)]).backward()
+        reference(x, y).backward()  # the whole batch in one process
+        fsdp(x[rows * rank:rows * (rank + 1)], y[rows * rank:rows * (rank + 1)]).backward()
         fsdp.finish_gradient_synchronization()
         halves = []  # FSDP's arithmetic in one process: each rank's half, weights in the compute dtype
         for r in range(world):
@@ -106,7 +103,7 @@ def _agreement_worker(rank: int, world: int, cfg: ModelConfig, dtype: str, steps
             for name, _, _ in fsdp.units:
                 target = half.get_submodule(name)
                 target.weight.data = target.weight.data.to(DTYPES[dtype] or torch.float32)
-            _loss(half, x[rows * r:rows * (r + 1)], y[rows * r:rows * (r + 1)]).backward()
+            half(x[rows * r:rows * (r + 1)], y[rows * r:rows * (r + 1)]).backward()
             halves.append([p.grad.float() for p in half.parameters()])
         for p, *g in zip(replay.parameters(), *halves):
             p.grad = sum(g[1:], g[0]) / world
@@ -132,17 +129,14 @@ def agreement(cfg: ModelConfig, world: int = 2, dtypes=("fp32", "bf16", "fp16"),
 def _fsdp2_worker(rank: int, world: int, cfg: ModelConfig, steps: int, rows: int) -> float:
     torch.manual_seed(0)
     base = TransformerLM(cfg)
-    ours, theirs = FSDP(copy.deepcopy(base)), TorchFSDP(copy.deepcopy(base))
-    opts = [torch.optim.AdamW(m.parameters(), lr=1e-3) for m in (ours, theirs)]
+    strategies = [wrap(name, copy.deepcopy(base)) for name in ("fsdp", "fsdp2")]  # ours, theirs
+    steps_ = [TrainStep(s, s.optimizer(torch.optim.AdamW, lr=1e-3)) for s in strategies]
     x, y = _batch(cfg, rows * world)
     mine = slice(rows * rank, rows * (rank + 1))
     for _ in range(steps):
-        for model, opt in zip((ours, theirs), opts):
-            opt.zero_grad(set_to_none=True)
-            _loss(model, x[mine], y[mine]).backward()
-            model.finish_gradient_synchronization()
-            opt.step()
-    a, b = ours.full_state_dict(), theirs.full_state_dict()
+        for step in steps_:
+            step(x[mine], y[mine])
+    a, b = (step.strategy.full_state_dict() for step in steps_)
     return max((a[k] - b[k]).abs().max().item() for k in a)
 
 

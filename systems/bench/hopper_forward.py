@@ -5,7 +5,7 @@ FlashAttention-2 back ends and our Triton forward, forward only, in one process 
 
 Every point is ``triton.testing.do_bench``'s median; each variant's output is compared with cuDNN's (the largest
 difference relative to cuDNN's largest value) so a fast wrong kernel shows. TFLOP/s counts the visible half of a
-causal score matrix (:mod:`systems.bench.flops`).
+causal score matrix (:mod:`systems.flops`).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import triton
 from systems.attention.flash_hopper import VARIANTS, forward_hopper
 from systems.attention.flash_triton import flash_forward_triton
 from systems.attention.peers import sdpa_cudnn, sdpa_flash
-from systems.bench.flops import attention_flops
 from systems.cli import dump_json, integer
 from systems.files import write_text_atomically
+from systems.flops import attention_flops
 from systems.provenance import stamp
 
 # (B, H, N, d), causal: the shapes of issue 29's table

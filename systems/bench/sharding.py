@@ -24,7 +24,6 @@ is the bytes of live parameters, gradients and optimizer state, since there is n
 
 from __future__ import annotations
 
-import contextlib
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,11 +31,10 @@ from typing import Any
 import pandas as pd
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from systems.device import free_memory, local_device, synchronize, timed
-from systems.fsdp import SHARDED_WRAPPERS, wrap_model
 from systems.model import ModelConfig, TransformerLM, parameter_count, preset
+from systems.parallel import SHARDED, TrainStep, wrap
 from systems.zero import ShardedOptimizer, assign_owners, state_bytes
 
 OPTIMIZERS = ("adamw", "zero1", "zero1_flat", "torch_zero")
@@ -129,10 +127,10 @@ def _measure_one(name: str, cfg: ShardingConfig, device: torch.device, rank: int
     torch.manual_seed(0)
     with torch.device(device):
         model = TransformerLM(model_cfg)
-    sharded = wrapper in SHARDED_WRAPPERS
-    ddp = wrap_model(wrapper, model, torch.bfloat16 if bf16 else None, bucket_size_mb=cfg.bucket_size_mb)
+    sharded = wrapper in SHARDED
+    strategy = wrap(wrapper, model, compute_dtype=torch.bfloat16 if bf16 else None, bucket_size_mb=cfg.bucket_size_mb)
     optimizer = _make_optimizer(optimizer_name, model, cfg.lr)  # after sharding: over the shards
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+    step = TrainStep(strategy, optimizer, autocast=torch.bfloat16 if bf16 else None)
     row: dict[str, Any] = {"optimizer": name, "params": parameter_count(model_cfg)}
     memory = []  # allocated now, and the peak since the previous point (the cumulative peak is their running max)
 
@@ -142,15 +140,8 @@ def _measure_one(name: str, cfg: ShardingConfig, device: torch.device, rank: int
         _reset_peak(device)
 
     def backward() -> None:
-        with autocast:
-            logits = ddp(x)
-        loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
-        loss.backward()
-        ddp.finish_gradient_synchronization()
-
-    def optimizer_step() -> None:
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        step.forward_backward(x, y)
+        step.synchronize()
 
     point("after init", 0)
     # Iteration 1 creates the optimizer state; iteration 2 is the steady state (the state already exists).
@@ -175,13 +166,13 @@ def _measure_one(name: str, cfg: ShardingConfig, device: torch.device, rank: int
         with timed(device) as whole:
             backward()
             with timed(device) as update:
-                optimizer_step()
+                step.update()
         if i >= cfg.warmup:
             step_ms.append(whole.ms)
             opt_ms.append(update.ms)
     row.update(step_ms=statistics.fmean(step_ms), step_std_ms=statistics.pstdev(step_ms),
                optimizer_ms=statistics.fmean(opt_ms), optimizer_std_ms=statistics.pstdev(opt_ms))
-    del model, ddp, optimizer, x, y
+    del model, strategy, step, optimizer, x, y
     free_memory()
     return row
 

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from systems.ddp import wrap
 from systems.dist import launch
+from systems.model import token_loss
 
 VOCAB, BATCH, SEQ, STEPS, MICRO = 16, 12, 5, 4, 3  # BATCH divides by 2 and 3 ranks
 
@@ -62,7 +63,7 @@ def batch(step: int, micro: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def loss_of(model, x, y):
-    return F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+    return token_loss(model(x), y)
 
 
 def shard(t: torch.Tensor, rank: int, world: int) -> torch.Tensor:

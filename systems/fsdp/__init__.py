@@ -42,7 +42,6 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from systems.ddp import WRAPPERS, wrap
 from systems.fsdp import state as _state
 from systems.fsdp.shard import Pending, ShardedWeight, is_shardable
 
@@ -328,28 +327,3 @@ class FSDP(nn.Module):
 
     def _tracer(self, kind: str, i: int, start: float):
         return (lambda end: self._event(kind, i, start, end)) if self.trace else None
-
-
-SHARDED_WRAPPERS = ("fsdp", "fsdp2")
-
-
-def shard_model(name: str, module: nn.Module, compute_dtype: torch.dtype | None = None) -> nn.Module:
-    """``fsdp`` (ours) or ``fsdp2`` (PyTorch's ``fully_shard``, :mod:`systems.fsdp.torch_fsdp`) around ``module``."""
-    if name == "fsdp":
-        return FSDP(module, compute_dtype=compute_dtype)
-    if name == "fsdp2":
-        from systems.fsdp.torch_fsdp import TorchFSDP
-
-        return TorchFSDP(module, compute_dtype=compute_dtype)
-    raise ValueError(f"unknown sharded wrapper {name!r}; choose one of {SHARDED_WRAPPERS}")
-
-
-def wrap_model(name: str, module: nn.Module, compute_dtype: torch.dtype | None = None, **options) -> nn.Module:
-    """Any data-parallel wrapper by name: a sharded one (:data:`SHARDED_WRAPPERS`, computing in ``compute_dtype``)
-    or one of :mod:`systems.ddp`'s, given the ``options`` it accepts (:func:`systems.ddp.wrap`)."""
-    if name in SHARDED_WRAPPERS:
-        return shard_model(name, module, compute_dtype)
-    if name not in WRAPPERS:
-        choices = sorted(WRAPPERS) + list(SHARDED_WRAPPERS)
-        raise ValueError(f"unknown data-parallel wrapper {name!r}; choose one of {choices}")
-    return wrap(name, module, **options)

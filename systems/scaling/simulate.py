@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from systems.flops import block_flops, head_flops
 from systems.model import ModelConfig
 
 STRATEGIES = ("naive", "flat", "overlap", "bucketed", "fsdp")
@@ -96,15 +97,14 @@ def model_layers(cfg: ModelConfig, forward_s: float, backward_s: float) -> list[
     """The embedding, the blocks and the output head of ``cfg`` (norms go with their block), the measured pass
     times shared out by matmul FLOPs per token (the embedding, a lookup, gets none; attention's T·d terms go to
     the blocks)."""
-    d, f, v, t = cfg.d_model, cfg.d_ff, cfg.vocab_size, cfg.context_length
-    block_flops = 2 * (4 * d * d + 3 * d * f) + 4 * t * d
-    head_flops = 2 * d * v
-    total = cfg.num_layers * block_flops + head_flops
-    block = (d, d * d, d * d, d * d, d * d, d, d * f, d * f, f * d)  # norm, q, k, v, out, norm, w1, w3, w2
+    d, f, v = cfg.d_model, cfg.d_ff, cfg.vocab_size
+    block, head = block_flops(cfg), head_flops(cfg)
+    total = cfg.num_layers * block + head
+    shapes = (d, d * d, d * d, d * d, d * d, d, d * f, d * f, f * d)  # norm, q, k, v, out, norm, w1, w3, w2
     layers = [Layer("embedding", 0.0, 0.0, (v * d,))]
-    layers += [Layer(f"block {i}", forward_s * block_flops / total, backward_s * block_flops / total, block)
+    layers += [Layer(f"block {i}", forward_s * block / total, backward_s * block / total, shapes)
                for i in range(cfg.num_layers)]
-    layers.append(Layer("head", forward_s * head_flops / total, backward_s * head_flops / total, (d, d * v)))
+    layers.append(Layer("head", forward_s * head / total, backward_s * head / total, (d, d * v)))
     return layers
 
 

@@ -1,4 +1,5 @@
-"""FLOP counts beside the benchmarks that divide by them: attention, the whole model, and MFU.
+"""FLOP counts of the model and of attention, and MFU: the one count that the trainer's MFU, every benchmark's
+TFLOP/s and the scaling simulation's division of a step among layers use.
 
 Conventions, stated once and used by every table that reports TFLOP/s or MFU:
 
@@ -37,12 +38,23 @@ def attention_flops(n_q: int, n_k: int, d: int, batch_heads: int, causal: bool, 
     return {"fwd": fwd, "bwd": BWD_FACTOR * fwd, "fwd_bwd": (1 + BWD_FACTOR) * fwd}[mode]
 
 
+def block_flops(cfg: ModelConfig, context_length: int | None = None) -> float:
+    """Forward FLOPs per token of one Transformer block: its weight matrices (4d² attention, 3·d·d_ff SwiGLU) and
+    attention's scores and weighted sum over the whole context (2·2·T·d)."""
+    T = context_length or cfg.context_length
+    d = cfg.d_model
+    return 2 * (4 * d * d + 3 * d * cfg.d_ff) + 2 * 2 * T * d
+
+
+def head_flops(cfg: ModelConfig) -> float:
+    """Forward FLOPs per token of the output head (the embedding is a lookup and costs none)."""
+    return 2 * cfg.d_model * cfg.vocab_size
+
+
 def model_flops(cfg: ModelConfig, batch: int, mode: str = "train", context_length: int | None = None) -> float:
     """FLOPs of one forward (``forward``), forward and backward, or training step of ``batch`` sequences."""
     T = context_length or cfg.context_length
-    d, L = cfg.d_model, cfg.num_layers
-    matmul_params = L * (4 * d * d + 3 * d * cfg.d_ff) + d * cfg.vocab_size  # the embedding is a lookup
-    per_token = 2 * matmul_params + L * 2 * 2 * T * d
+    per_token = cfg.num_layers * block_flops(cfg, T) + head_flops(cfg)
     return PASSES[mode] * per_token * batch * T
 
 
