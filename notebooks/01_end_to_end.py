@@ -24,7 +24,8 @@ data_dir = None
 import pandas as pd
 
 from systems import figures, provenance, report
-from systems.bench.e2e import BenchConfig, cold_run, phase_table, scaling, sweep, warmup_effect
+from systems.bench.e2e import BenchConfig, cold_run, sweep
+from systems.chapters.end_to_end import phase_table, scaling, warmup_effect
 from systems.model import preset, preset_rows
 
 profile = provenance.resolve_profile(profile)

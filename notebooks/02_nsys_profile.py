@@ -27,6 +27,7 @@ import pandas as pd
 
 from systems import figures, provenance, report
 from systems.bench.e2e import BenchConfig, sweep, vary
+from systems.chapters import profiles
 from systems.model import preset
 from systems.profiling import kernels as k
 from systems.profiling import nsys
@@ -117,7 +118,7 @@ report.save_table(fwd, data_dir, "forward_times")
 report.table(fwd)
 
 # %% tags=["remove-cell", "nbval-ignore-output"]
-found = k.forward_agreement(fwd, context)
+found = profiles.forward_agreement(fwd, context)
 report.glue_all("nsys_a", found)
 report.glue("nsys_a_verdict", report.pick(
     found["agree"], "agree closely: the Python timer brackets the pass with device synchronisations, so it "
@@ -142,7 +143,7 @@ report.save_table(top, data_dir, "top_kernels")
 report.table(top, floatfmt=".2f")
 
 # %% tags=["remove-cell", "nbval-ignore-output"]
-found = k.top_kernel_facts(top, focus)
+found = profiles.top_kernel_facts(top, focus)
 report.glue_all("nsys_b", found)
 report.glue("nsys_b_matmul_words", report.pick(found["all_matmul"], "Every top kernel in the table is a matrix "
                                              "multiply (a cuBLAS GEMM).", "Not every top kernel is a matrix multiply."))
@@ -202,7 +203,7 @@ report.save_table(category_shares, data_dir, "category_shares")
 report.table(category_shares, floatfmt=".3f")
 
 # %% tags=["remove-cell", "nbval-ignore-output"]
-found = k.training_step_facts(category_shares, kernels, ranges, focus, context)
+found = profiles.training_step_facts(category_shares, kernels, ranges, focus, context)
 report.glue_all("nsys_d", found)
 report.glue("nsys_d_words", report.pick(
     found["lower_in_training"],

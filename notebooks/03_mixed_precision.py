@@ -24,9 +24,10 @@ import torch
 
 from systems import figures, provenance, report
 from systems.bench.e2e import BenchConfig, sweep
+from systems.chapters.precision import accumulation_facts, speedup_facts, speedup_table
 from systems.device import local_device
 from systems.model import preset, preset_rows
-from systems.precision import accumulation_facts, accumulation_table, autocast_dtypes, speedup_facts, speedup_table
+from systems.precision import accumulation_table, autocast_dtypes
 
 profile = provenance.resolve_profile(profile)
 device = local_device()

@@ -26,6 +26,7 @@ from matplotlib import pyplot as plt
 
 from systems import figures, provenance, report
 from systems.bench.e2e import BenchConfig, sweep, vary
+from systems.chapters import profiles
 from systems.model import preset
 from systems.profiling import memory
 
@@ -64,7 +65,7 @@ for ax, (mode, what) in zip(axes, [("forward", "forward pass (inference)"), ("tr
 fig.tight_layout()
 
 # %% tags=["remove-cell", "nbval-ignore-output"]
-report.glue_all("mem", memory.timeline_facts(timelines["forward"], timelines["train"]))
+report.glue_all("mem", profiles.timeline_facts(timelines["forward"], timelines["train"]))
 if profile != "full":
     report.md("*No CUDA device: the timelines above come from a synthetic snapshot, not from the model.*")
 
@@ -91,11 +92,10 @@ if profile != "full":
 # %% tags=["nbval-ignore-output"]
 peaks = sweep(base, context_length=contexts, mode=["forward", "train"], dtype=["fp32", "bf16"])
 report.save_table(peaks.drop(columns=[c for c in peaks if c.endswith("times_ms")]), data_dir, "peak_memory")
-report.table(memory.peak_table(peaks))
+report.table(profiles.peak_table(peaks))
 
 # %% tags=["remove-cell", "nbval-ignore-output"]
-ran = peaks[peaks.status == "ok"].context_length
-found = memory.peak_facts(peaks, contexts[0], int(ran.max()) if len(ran) else contexts[-1])
+found = profiles.peak_facts(peaks, contexts[0])
 report.glue_all("mem", found)
 report.glue("mem_bf16_words", report.pick(
     abs(found["bf16_train_delta"]) < 0.01 * found["train_fp32_c1"],
@@ -109,8 +109,8 @@ report.glue("mem_growth_words", report.pick(
     "so the saved activations show in it"))
 
 # %% [markdown]
-# From context {glue:text}`mem_c0` to {glue:text}`mem_c1` (the longest that ran) the training peak goes from
-# {glue:text}`mem_train_fp32_c0:.3g` to {glue:text}`mem_train_fp32_c1:.3g` GiB in fp32 and the inference peak
+# From context {glue:text}`mem_c0` to {glue:text}`mem_c1` (the longest at which all four ran) the training peak goes
+# from {glue:text}`mem_train_fp32_c0:.3g` to {glue:text}`mem_train_fp32_c1:.3g` GiB in fp32 and the inference peak
 # from {glue:text}`mem_forward_fp32_c0:.3g` to {glue:text}`mem_forward_fp32_c1:.3g` GiB. With bf16 autocast the
 # inference peak at context {glue:text}`mem_c0` changes by {glue:text}`mem_bf16_fwd_delta:+.3g` GiB and the
 # training peak at context {glue:text}`mem_c1` by {glue:text}`mem_bf16_train_delta:+.3g` GiB: it
@@ -158,7 +158,7 @@ report.save_table(top, data_dir, "largest_forward")
 report.table(top, floatfmt=".2f")
 
 # %% tags=["remove-cell", "nbval-ignore-output"]
-report.glue_all("mem", memory.largest_facts(top, batch, contexts[0], cfg.d_ff, cfg.vocab_size))
+report.glue_all("mem", profiles.largest_facts(top, batch, contexts[0], cfg.d_ff, cfg.vocab_size))
 
 # %% [markdown]
 # The largest allocation is {glue:text}`mem_top_mib:.3g` MiB, made {glue:text}`mem_top_count` times at

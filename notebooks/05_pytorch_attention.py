@@ -24,8 +24,9 @@ import pandas as pd
 import torch
 
 from systems import figures, provenance, report
-from systems.bench.attention import (BATCH, HEAD_DIMS, SEQ_LENS, compile_facts, compiled_side_by_side, first_oom,
-                                     memory_growth, naive_attention_memory, sweep)
+from systems.bench.attention import (BATCH, HEAD_DIMS, SEQ_LENS, compiled_side_by_side, first_oom, memory_growth,
+                                     naive_attention_memory, sweep)
+from systems.chapters.attention import compile_facts
 
 profile = provenance.resolve_profile(profile)
 if profile == "full":

@@ -21,7 +21,8 @@ data_dir = None
 
 # %% tags=["remove-cell"]
 from systems import figures, provenance, report
-from systems.bench.e2e import BenchConfig, compile_table, sweep
+from systems.bench.e2e import BenchConfig, sweep
+from systems.chapters.end_to_end import compile_table
 from systems.model import preset
 
 profile = provenance.resolve_profile(profile)

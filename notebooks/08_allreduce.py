@@ -25,7 +25,8 @@ data_dir = None
 import pandas as pd
 
 from systems import figures, provenance, report
-from systems.bench.allreduce import SIZES_MB, WORLD_SIZES, benchmark, findings, time_table
+from systems.bench.allreduce import SIZES_MB, WORLD_SIZES, benchmark
+from systems.chapters.allreduce import findings, time_table
 
 profile = provenance.resolve_profile(profile)
 if profile == "full":

@@ -27,8 +27,8 @@ import pandas as pd
 import torch
 
 from systems import figures, provenance, report
-from systems.bench.ddp import (DDPBenchConfig, against_torch, benchmark, bucket_facts, overlap_facts, standard_runs,
-                               step_facts, trace)
+from systems.bench.ddp import DDPBenchConfig, benchmark, standard_runs, trace
+from systems.chapters.ddp import against_torch, bucket_facts, overlap_facts, step_facts
 from systems.ddp.check import compare
 from systems.model import TransformerLM, preset
 

@@ -25,8 +25,8 @@ data_dir = None
 import pandas as pd
 
 from systems import figures, provenance, report
-from systems.bench.sharding import (ShardingConfig, communication_facts, measure, memory_facts, memory_table, ownership,
-                                    predicted_table, timing_table)
+from systems.bench.sharding import ShardingConfig, measure, ownership
+from systems.chapters.sharding import communication_facts, memory_facts, memory_table, predicted_table, timing_table
 from systems.dist import launch
 from systems.model import preset
 

@@ -25,7 +25,8 @@ data_dir = None
 from systems import figures, provenance, report
 from systems.model import preset
 from systems.train import WRAPPERS, TrainConfig
-from systems.train_runs import compare, findings
+from systems.chapters.training import findings
+from systems.train_runs import compare
 
 profile = provenance.resolve_profile(profile)
 world = 2

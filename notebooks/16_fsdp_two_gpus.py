@@ -27,8 +27,10 @@ import pandas as pd
 import torch
 
 from systems import figures, pipeline, provenance, report
-from systems.bench.ddp import DDPBenchConfig, benchmark, idle_ms, overlap_facts, trace
-from systems.bench.sharding import SETUPS, ShardingConfig, measure, memory_table
+from systems.bench.ddp import DDPBenchConfig, benchmark, idle_ms, trace
+from systems.bench.sharding import SETUPS, ShardingConfig, measure
+from systems.chapters.ddp import overlap_facts
+from systems.chapters.sharding import memory_table
 from systems.dist import launch
 from systems.model import parameter_count, preset
 

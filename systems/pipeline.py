@@ -2,6 +2,7 @@
 
     python -m systems.pipeline list                          # the chapters and where they stand
     python -m systems.pipeline run [NAME ...] --profile full # execute on this machine (into the book)
+    python -m systems.pipeline run NAME --resume             # go on from a run that stopped part-way
     python -m systems.pipeline refs [NAME ...]               # smoke runs kept as nbval references
     python -m systems.pipeline status                        # write book/status.md from the stamps
 
@@ -14,7 +15,8 @@ a machine without what the chapter requires, so the book holds GPU results only 
 ``smoke`` run writes under ``_build/smoke/`` and cannot reach the book. Every run executes in a staging folder
 (``_build/staging/NAME/``, laid out as its target is, so the links a chapter writes to its data are the same) and
 replaces the chapter and its data only when it succeeds: a chapter that fails or times out leaves what the book
-had untouched, and its partial notebook in the staging folder to read. Chapters run in their own folder
+had untouched, and its partial notebook in the staging folder to read; ``--resume`` runs it again reading back
+the measurements the stopped run finished (:mod:`systems.resumable`), and the stamp lists them. Chapters run in their own folder
 and get ``data_dir`` relative to it, so no machine's paths reach a page. Every executed notebook carries
 the provenance stamp of the machine that ran it in its metadata (``metadata.systems``), which the status
 page and the line at the top of each chapter show.
@@ -32,8 +34,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from systems import provenance
+from systems import executed_notebook, provenance, resumable
 from systems.files import write_text_atomically
+from systems.same_code import same_code
 
 ROOT = provenance.ROOT
 NOTEBOOKS = ROOT / "notebooks"
@@ -144,16 +147,24 @@ class ChapterFailed(RuntimeError):
     """A chapter's run that did not finish; what it would have replaced is unchanged."""
 
 
-def staging(name: str, out: Target) -> Target:
+def staging(name: str, out: Target, resume: bool = False) -> Target:
     """Where a run of ``name`` bound for ``out`` executes: under :data:`STAGING`, with the notebook and its data dir
     placed relative to each other as in ``out`` (so ``data_param`` and every link to the data are the same), and the
-    data of the chapters it reads linked in."""
+    data of the chapters it reads linked in. ``resume`` keeps the data dir a stopped run left there, whose recorded
+    measurements (:mod:`systems.resumable`) the new run reads back where it makes the same calls."""
     common = Path(os.path.commonpath([out.notebook.parent, out.data_dir])) if out.data_dir else out.notebook.parent
     root = STAGING / name
-    shutil.rmtree(root, ignore_errors=True)
     stage = Target(root / out.notebook.relative_to(common),
                    root / out.data_dir.relative_to(common) if out.data_dir else None)
-    stage.notebook.parent.mkdir(parents=True)
+    kept = STAGING / f".{name}.kept"
+    shutil.rmtree(kept, ignore_errors=True)
+    if resume and stage.data_dir is not None and stage.data_dir.is_dir():
+        os.replace(stage.data_dir, kept)
+    shutil.rmtree(root, ignore_errors=True)
+    if kept.is_dir():
+        stage.data_dir.parent.mkdir(parents=True)
+        os.replace(kept, stage.data_dir)
+    stage.notebook.parent.mkdir(parents=True, exist_ok=True)
     if stage.data_dir is not None:
         stage.data_dir.parent.mkdir(parents=True, exist_ok=True)
         for dep in needs(name).depends_on:
@@ -187,8 +198,10 @@ def _resolve(name: str, profile: str) -> str:
     return "full" if torch.cuda.device_count() >= gpus else "smoke"
 
 
-def execute(name: str, profile: str, into: str = "default", timeout_s: int | None = None) -> Path:
-    """Convert ``notebooks/NAME.py`` with jupytext, execute it with papermill, stamp it; return the path."""
+def execute(name: str, profile: str, into: str = "default", timeout_s: int | None = None,
+            resume: bool = False) -> Path:
+    """Convert ``notebooks/NAME.py`` with jupytext, execute it with papermill, stamp it; return the path.
+    ``resume``: read back what a stopped run of the chapter measured (:func:`staging`)."""
     import jupytext
     import nbformat
     import papermill
@@ -203,7 +216,8 @@ def execute(name: str, profile: str, into: str = "default", timeout_s: int | Non
     os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
     nb = jupytext.read(NOTEBOOKS / f"{name}.py")
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    stage = staging(name, out)
+    stage = staging(name, out, resume)
+    left = resumable.recorded(stage.data_dir) if stage.data_dir is not None else {}
     source = stage.notebook.with_suffix(".source.ipynb")
     nbformat.write(nb, source)
     try:
@@ -217,45 +231,35 @@ def execute(name: str, profile: str, into: str = "default", timeout_s: int | Non
                             f"unchanged; the failed run is in {stage.notebook}") from exc
     finally:
         source.unlink(missing_ok=True)
-    executed = scrub(nbformat.read(stage.notebook, as_version=4))
+    executed = executed_notebook.scrub(nbformat.read(stage.notebook, as_version=4))
     if into == "refs":
-        # References are re-executed by nbval on other machines: keep them free of run-specific stamps.
-        executed.metadata.pop("papermill", None)
-        for cell in executed.cells:
-            cell.metadata.pop("papermill", None)
-            cell.metadata.pop("execution", None)
+        executed_notebook.unstamp(executed)
     else:
         executed.metadata["systems"] = provenance.stamp(profile)
+        reused = {part: when for part, when in resumable.recorded(stage.data_dir).items() if left.get(part) == when}
+        if reused:
+            executed.metadata["systems"]["resumed"] = reused
+    if stage.data_dir is not None:
+        shutil.rmtree(stage.data_dir / resumable.RECORDS, ignore_errors=True)
     nbformat.write(executed, stage.notebook)
     publish(stage, out)
     shutil.rmtree(STAGING / name, ignore_errors=True)
     return out.notebook
 
 
-def scrub(nb):
-    """What of a run the book must not keep: the machine's paths (papermill's record of its input and
-    output files) and standard error (warnings and progress bars, which the book does not render). The
-    injected parameters cell is hidden: the line at the top of the page says how the chapter ran."""
-    papermill = nb.metadata.get("papermill", {})
-    for key in ("input_path", "output_path"):
-        if papermill.get(key):
-            papermill[key] = Path(papermill[key]).name
-    for cell in nb.cells:
-        if "injected-parameters" in cell.metadata.get("tags", []) and "remove-cell" not in cell.metadata["tags"]:
-            cell.metadata["tags"].append("remove-cell")
-        if cell.cell_type == "code":
-            cell.outputs = [o for o in cell.outputs if not (o.output_type == "stream" and o.name == "stderr")]
-    return nb
+def cells(notebook) -> list[tuple[str, str]]:
+    """(cell type, source) of every cell of a notebook (an nbformat node, or a chapter's name: its source now) but
+    the parameters papermill injected."""
+    if isinstance(notebook, str):
+        import jupytext
+
+        notebook = jupytext.read(NOTEBOOKS / f"{notebook}.py")
+    return [(c.cell_type, c.source) for c in notebook.cells if "injected-parameters" not in c.metadata.get("tags", [])]
 
 
 def matches_source(name: str, notebook) -> bool:
-    """Whether an executed notebook (an nbformat node) holds the cells of the chapter's current source,
-    parameters aside."""
-    import jupytext
-
-    source = [c.source for c in jupytext.read(NOTEBOOKS / f"{name}.py").cells]
-    stored = [c.source for c in notebook.cells if "injected-parameters" not in c.metadata.get("tags", [])]
-    return stored == source
+    """Whether an executed notebook holds the cells of the chapter's current source, parameters aside."""
+    return [s for _, s in cells(notebook)] == [s for _, s in cells(name)]
 
 
 def run_info(name: str) -> dict:
@@ -274,9 +278,12 @@ def run_info(name: str) -> dict:
     # a run from a history that did not land names the commit here whose tree it ran (see its note)
     base = commit if known is not False else stamp.get("same_code_as")
     changed = not matches_source(name, nb)
+    # edited only in where the code it calls lives: the run shows what this code computes
+    moved = bool(changed and base and same_code(cells(nb), cells(name), base))
     since = provenance.commits_touching(base, [f"notebooks/{name}.py"]) if (changed and base) else []
     return info | {"status": "executed", "stamp": stamp, "commit_known": known, "base_commit": base,
-                   "source_changed": changed, "changed_by": since, "note": stamp.get("note")}
+                   "source_changed": changed and not moved, "same_code": moved, "changed_by": since,
+                   "note": stamp.get("note")}
 
 
 def machine(stamp: dict) -> str:
@@ -308,6 +315,10 @@ def provenance_line(info: dict) -> str:
             f"torch {stamp.get('torch', '?')}, Triton {stamp.get('triton', '?')}. ")
     if info["note"]:
         line += info["note"] + " "
+    if info.get("same_code"):
+        commits = ", ".join(f"`{c.split()[0]}`" for c in info["changed_by"])
+        return line + (f"The chapter's source has changed since (in {commits}) only in where the code it calls lives; "
+                       "that code is the same, so this page shows what it computes.")
     if not info["source_changed"]:
         return line + "The chapter's source has not changed since."
     if not info["changed_by"]:
@@ -338,7 +349,7 @@ def write_status(path: Path = BOOK / "status.md") -> Path:
             continue
         stamp = info["stamp"]
         lines.append(f"| {name} | {needs_} | {machine(stamp)} | {_commit_cell(info)} | {stamp.get('date', '?')[:10]} "
-                     f"| {'changed' if info['source_changed'] else 'unchanged'} |")
+                     f"| {'changed' if info['source_changed'] else 'moved, same code' if info['same_code'] else 'unchanged'} |")
     return write_text_atomically(path, "\n".join(lines) + "\n", "status page")
 
 
@@ -350,6 +361,8 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("names", nargs="*")
     run.add_argument("--profile", default="auto", choices=("auto",) + provenance.PROFILES)
     run.add_argument("--timeout", type=int, default=None, help="seconds per cell")
+    run.add_argument("--resume", action="store_true",
+                     help="read back what a stopped run of the chapter measured, where the calls are the same")
     refs = sub.add_parser("refs", help="re-make the smoke references that nbval compares")
     refs.add_argument("names", nargs="*")
     sub.add_parser("status", help="write book/status.md from the executed chapters' stamps")
@@ -367,7 +380,7 @@ def main(argv: list[str] | None = None) -> None:
             profile = _resolve(name, args.profile)
             print(f"[pipeline] {name} ({profile})", flush=True)
             try:
-                print(f"[pipeline] wrote {execute(name, profile, timeout_s=args.timeout)}", flush=True)
+                print(f"[pipeline] wrote {execute(name, profile, timeout_s=args.timeout, resume=args.resume)}", flush=True)
                 wrote_book |= profile == "full"
             except Exception as exc:  # one failing chapter must not stop the others
                 print(f"[pipeline] {name} FAILED: {exc}", file=sys.stderr, flush=True)

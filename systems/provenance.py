@@ -40,6 +40,15 @@ def _git(*args: str) -> str | None:
     return out.stdout.strip()
 
 
+def file_at(commit: str, path: str) -> str | None:
+    """The text of ``path`` (from the repository's root) at ``commit``; None where there is no such file or commit."""
+    try:
+        out = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=ROOT, capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out.stdout
+
+
 def git_commit() -> str:
     """The commit the code came from; ``SYSTEMS_GIT_COMMIT`` names it where the tree is a copy (no .git, or
     a .git whose HEAD is not what was copied)."""

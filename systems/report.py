@@ -75,9 +75,16 @@ def save_table(df, data_dir: str | Path | None, name: str, show_link: bool = Tru
     return path
 
 
-def markdown_table(df, floatfmt: str = ".2f", index: bool = False) -> str:
-    """A DataFrame as a Markdown (pipe) table."""
+def markdown_table(df, floatfmt: str = ".2f", index: bool = False, missing: str = "—") -> str:
+    """A DataFrame as a Markdown (pipe) table. A missing value (NaN, None) never shows as "nan": where its row has a
+    ``status`` other than "ok" it shows that (OOM, unsupported, not run), elsewhere ``missing``."""
+    import pandas as pd
     from tabulate import tabulate
+
+    if df.isna().any().any():
+        status = df["status"].astype(str) if "status" in df else pd.Series("ok", index=df.index)
+        why = status.where(status != "ok", missing)
+        df = df.astype(object).where(df.notna(), pd.DataFrame({c: why for c in df.columns}, index=df.index))
 
     # tabulate formats column by column, so integer columns stay integers beside floats; a column that
     # mixes numbers with words ("OOM", "unsupported") is formatted cell by cell
@@ -90,9 +97,10 @@ def markdown_table(df, floatfmt: str = ".2f", index: bool = False) -> str:
 
 # Both display at once rather than return a displayable: a returned object shows only as the last
 # expression of a cell, so inside an `if` or before more code it would vanish from the book unnoticed.
-def table(df, floatfmt: str = ".2f", index: bool = False) -> None:
-    """Show a DataFrame as a table: Markdown, which the book renders as an HTML table (MyST format)."""
-    md(markdown_table(df, floatfmt, index))
+def table(df, floatfmt: str = ".2f", index: bool = False, missing: str = "—") -> None:
+    """Show a DataFrame as a table: Markdown, which the book renders as an HTML table (MyST format); a missing value
+    says why (:func:`markdown_table`)."""
+    md(markdown_table(df, floatfmt, index, missing))
 
 
 def md(text: str) -> None:

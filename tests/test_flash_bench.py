@@ -8,7 +8,9 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from systems.attention.peers import sdpa_choice
+from systems import report
 from systems.bench import attention_steps, call_overhead, flash_sweep, leaderboard
+from systems.chapters import flash, flash_training
 from systems.model import TransformerLM
 
 
@@ -76,13 +78,13 @@ def test_backward_tile_facts_pick_the_fastest_tile_against_cudnn():
     rows = [{"impl": "sdpa_cudnn", "ms": 2.0}, row(64, 64, 1, 200, 0, 2.6), row(64, 64, 2, 255, 4, 2.4),
             row(128, 128, 1, 255, 60, 5.0), row(64, 128, 1, 220, 0, 2.7)]
     tiles = pd.DataFrame(rows).assign(vs_cudnn=lambda d: d.ms / 2.0)
-    found = leaderboard.backward_tile_facts(tiles)
+    found = flash.backward_tile_facts(tiles)
     assert (found["best"], found["best_passes"], found["best_ms"]) == ("64 × 64, 4 warps, 3 stages", 2, 2.4)
     assert np.isclose(found["best_vs_cudnn"], 1.2) and found["cudnn_ms"] == 2.0
     assert (found["spilling"], found["tried"], found["ref"], found["ref_registers"]) == (2, 4, "64 × 64", 200)
     assert found["larger_lose"]  # one spills, the other is slower than the reference
     rows[-1]["ms"] = 2.5  # a larger tile without spills that beats the reference
-    assert not leaderboard.backward_tile_facts(pd.DataFrame(rows).assign(vs_cudnn=1.0))["larger_lose"]
+    assert not flash.backward_tile_facts(pd.DataFrame(rows).assign(vs_cudnn=1.0))["larger_lose"]
 
 
 @pytest.mark.gpu
@@ -130,10 +132,11 @@ def test_in_model_sets_ours_beside_sdpa_per_point_and_names_each_oom_once():
                          (True, "flash_triton", 5.0)]
     ] + [{"size": "xl", "compile": False, "context_length": 512, "attention": a, "step_ms": float("nan"),
           "status": "OOM"} for a in ("sdpa", "flash_triton")])
-    table, found = flash_sweep.in_model(runs)
+    table, found = flash_training.in_model(runs)
     assert list(zip(table["size"], table["mode"])) == [("s", "eager"), ("s", "compiled"), ("xl", "eager")]
     assert list(table["flash_triton/sdpa"][:2]) == [0.9, 1.25] and table["flash_triton/sdpa"].isna().iloc[2]
     assert list(table.iloc[2][["sdpa", "flash_triton"]]) == ["OOM", "OOM"]  # shown as such, not as a blank number
+    assert list(table.status) == ["ok", "ok", "OOM"] and "nan" not in report.markdown_table(table)
     assert found["slower"] == 1 and found["worst"] == "s, compiled, context 512: 1.25×" and found["points"] == 2
     assert found["oom"] == "xl/sdpa/512, xl/flash_triton/512"
     assert (found["points_eager"], found["slower_eager"], found["gm_eager"]) == (1, 0, 0.9)

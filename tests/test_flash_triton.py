@@ -30,7 +30,8 @@ from flash_common import (
 )
 
 from systems.attention.flash_triton import FlashAttentionTriton, FlashConfig, Tiles, flash_attention_triton, launch, \
-    layouts
+    layouts, replay, tuning
+from systems.attention.flash_triton.interpreter import INTERPRET
 from systems.attention.flash_triton.launch import one_pass_eligible as _one_pass
 from systems.attention.flash_triton.layouts import tma_ready as _tma_ready
 from systems.attention.flash_triton.tiles import CANDIDATES, default_tiles
@@ -305,7 +306,7 @@ def test_gpu_backward_takes_the_way_it_timed_faster(monkeypatch, one_pass_faster
     monkeypatch.setattr(launch, "PLANS", {})
     q, k, v = make_qkv((2, 3), 1000, 1000, 64, dtype=torch.bfloat16)
     check_against_reference(APPLY, q, k, v, True, tol(torch.bfloat16))
-    assert [key[3] for key in launch.PLANS if key[0] == "bwd"] == [one_pass_faster]  # the way it was told is faster
+    assert [key[3] for key in replay.PLANS if key[0] == "bwd"] == [one_pass_faster]  # the way it was told is faster
 
 
 @pytest.mark.gpu
@@ -560,9 +561,9 @@ def test_gpu_tiles_are_tuned_once_per_shape_key(monkeypatch):
     # the same kind of dO both times (a random, contiguous one): a stride-0 dO would load without TMA, another key
     q, k, v = make_qkv((2, 4), 300, 300, 64, dtype=torch.bfloat16)
     check_against_reference(APPLY, q, k, v, True, tol(torch.bfloat16))
-    assert {key[0] for key in launch.CHOSEN} >= {"fwd", "dkdv"}
-    for kind in launch.TUNERS:
-        monkeypatch.setitem(launch.TUNERS, kind, _NoTuning())
+    assert {key[0] for key in tuning.CHOSEN} >= {"fwd", "dkdv"}
+    for kind in tuning.TUNERS:
+        monkeypatch.setitem(tuning.TUNERS, kind, _NoTuning())
     q, k, v = make_qkv((2, 4), 270, 270, 64, dtype=torch.bfloat16)  # another length in the same bucket
     check_against_reference(APPLY, q, k, v, True, tol(torch.bfloat16))
 
@@ -611,13 +612,13 @@ def test_gpu_launches_are_remembered_per_layout(monkeypatch):
 def test_gpu_compiled_call_tunes_a_shape_key_it_has_not_seen(monkeypatch):
     # the compiler traces the op with stand-in tensors; a shape key not tuned before in the process is tuned on real
     # tensors of the same layout, so a model compiled in a fresh process runs tuned tiles, not the defaults
-    monkeypatch.setattr(launch, "CHOSEN", {})
+    monkeypatch.setattr(tuning, "CHOSEN", {})
     torch._dynamo.reset()
     monkeypatch.setattr(launch, "PASSES", {})
     check_sum_backward(torch.compile(APPLY), (2, 3), 333, 64, tol(torch.bfloat16), dtype=torch.bfloat16)
     # one pass or two timed on real tensors too (each way tunes its own kernels)
-    assert {key[0] for key in launch.CHOSEN} >= {"fwd", "dkdv"} and len(launch.PASSES) == 1
-    assert all(key[2] == 512 for key in launch.CHOSEN)  # the length's bucket: keyed like an eager call
+    assert {key[0] for key in tuning.CHOSEN} >= {"fwd", "dkdv"} and len(launch.PASSES) == 1
+    assert all(key[2] == 512 for key in tuning.CHOSEN)  # the length's bucket: keyed like an eager call
 
 
 @pytest.mark.gpu
@@ -737,17 +738,17 @@ def test_real_stand_ins_keep_the_layout_of_the_traced_tensors():
 
 def test_launches_are_not_remembered_in_the_interpreter():
     # the interpreter compiles nothing to replay: every call goes through it, and nothing is kept
-    before = dict(launch.PLANS)
+    before = dict(replay.PLANS)
     q, k, v = make_qkv((1, 2), 20, 20, 16)
     check_against_reference(APPLY, q, k, v, True, tol(torch.float32))
-    if launch.INTERPRET:
-        assert not launch._replaying() and launch.PLANS == before
+    if INTERPRET:
+        assert not replay.replaying() and replay.PLANS == before
 
 
 def test_remembered_launches_are_bounded(monkeypatch):
     # ever-new sequence lengths must not grow the remembered launches without end
-    monkeypatch.setattr(launch, "PLANS", {})
-    monkeypatch.setattr(launch, "MAX_PLANS", 3)
+    monkeypatch.setattr(replay, "PLANS", {})
+    monkeypatch.setattr(replay, "MAX_PLANS", 3)
     for n in range(7):
-        launch._remember(("fwd", n), ())
-        assert len(launch.PLANS) <= 3 and ("fwd", n) in launch.PLANS
+        replay.remember(("fwd", n), ())
+        assert len(replay.PLANS) <= 3 and ("fwd", n) in replay.PLANS

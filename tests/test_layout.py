@@ -15,14 +15,15 @@ PACKAGE = pipeline.ROOT / "systems"
 # specific first.
 LAYERS = [
     ("systems.device", 0), ("systems.provenance", 0), ("systems.nvtx", 0), ("systems.cli", 0),
-    ("systems.hardware", 0), ("systems.files", 0), ("systems.interrupts", 0),
+    ("systems.hardware", 0), ("systems.files", 0), ("systems.interrupts", 0), ("systems.same_code", 1),
     ("systems.attention", 1), ("systems.model", 2), ("systems.flops", 2), ("systems.data", 1), ("systems.dist", 1),
     ("systems.precision", 1), ("systems.checkpoint", 1),
     ("systems.ddp", 3), ("systems.zero", 3), ("systems.fsdp", 3), ("systems.memory", 3), ("systems.scaling", 3),
     ("systems.parallel", 4),
     ("systems.bench", 4), ("systems.profiling", 5), ("systems.train", 6), ("systems.train_runs", 6),
     ("systems.train_state", 6), ("systems.train_checks", 6),
-    ("systems.figures", 7), ("systems.report", 7), ("systems.pipeline", 7),
+    ("systems.figures", 7), ("systems.report", 7), ("systems.pipeline", 7), ("systems.chapters", 7),
+    ("systems.resumable", 7), ("systems.executed_notebook", 7),
 ]
 MAX_LINES = 400
 
@@ -91,18 +92,28 @@ def test_modules_are_short(path):
     assert lines <= MAX_LINES, f"{path} has {lines} lines; split it by job"
 
 
-def chapter_lines() -> tuple[int, int]:
+# Chapters that still hold more code than prose; each leaves the list when its code moves into systems.chapters
+# (a GPU run of the chapter comes with that). The list may only shrink: a chapter on it that is mostly prose now
+# fails the test until it is taken off.
+STILL_CODE_HEAVY = {"02_nsys_profile", "06_torch_compile", "10_bucket_model", "13_training_memory",
+                    "16_fsdp_two_gpus"}
+
+
+def chapter_lines(name: str) -> tuple[int, int]:
     code = prose = 0
-    for name in pipeline.chapters():
-        for cell in jupytext.read(pipeline.NOTEBOOKS / f"{name}.py").cells:
-            n = sum(1 for line in cell.source.splitlines() if line.strip())
-            if cell.cell_type == "markdown":
-                prose += n
-            else:
-                code += n
+    for cell in jupytext.read(pipeline.NOTEBOOKS / f"{name}.py").cells:
+        n = sum(1 for line in cell.source.splitlines() if line.strip())
+        if cell.cell_type == "markdown":
+            prose += n
+        else:
+            code += n
     return code, prose
 
 
-def test_chapters_are_more_prose_than_code():
-    code, prose = chapter_lines()
-    assert code <= prose, f"the chapters hold {code} lines of code against {prose} of prose"
+@pytest.mark.parametrize("name", pipeline.chapters())
+def test_each_chapter_is_more_prose_than_code(name):
+    code, prose = chapter_lines(name)
+    if name in STILL_CODE_HEAVY:
+        assert code >= prose, f"{name} is mostly prose now ({code} lines of code, {prose} of prose): take it off the list"
+    else:
+        assert code < prose, f"{name} holds {code} lines of code against {prose} of prose"

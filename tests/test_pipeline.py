@@ -101,6 +101,14 @@ def test_tables_keep_integers_and_words_beside_floats():
     assert cells(report.markdown_table(mixed, floatfmt=".2f")) == [["128", "1.23", "0.50"], ["4096", "20.00", "OOM"]]
 
 
+def test_a_missing_value_says_why_never_nan():
+    rows = pd.DataFrame({"n": [128, 4096, 8192], "ms": [1.5, float("nan"), None],
+                         "status": ["ok", "OOM", "not run"], "note": [None, "x", None]})
+    shown = cells(report.markdown_table(rows))
+    assert shown == [["128", "1.50", "ok", "—"], ["4096", "OOM", "OOM", "x"], ["8192", "not run", "not run", "not run"]]
+    assert "nan" not in report.markdown_table(pd.DataFrame({"a": [float("nan")]}), missing="unsupported")
+
+
 def test_time_ratios_in_words_say_something_near_one():
     assert report.times(1.4305) == "1.43× slower" and report.times(1 / 2.1) == "2.1× faster"
     # "1× faster" says nothing: within 1% the words give the percentage
@@ -173,6 +181,9 @@ def test_the_provenance_line_says_machine_date_commit_and_whether_the_source_mov
     assert line.endswith("The chapter's source has not changed since.")
     changed = pipeline.provenance_line(_info(source_changed=True, changed_by=["f00dcafe1234 Chapter 07: prose"]))
     assert changed.endswith("has changed since (in `f00dcafe1234`): this page shows the run as it was.")
+    moved = pipeline.provenance_line(_info(same_code=True, changed_by=["0123abcd4567 Narration to the chapters"]))
+    assert moved.endswith("has changed since (in `0123abcd4567`) only in where the code it calls lives; that code is "
+                          "the same, so this page shows what it computes.")
     lost = pipeline.provenance_line(_info(commit_known=False, base_commit=None))
     assert "`abc123def456`" not in lost and "abc123def456 (of an earlier history, not in this repository)" in lost
     analysis = pipeline.provenance_line(_info(requires="cpu", stamp=_info()["stamp"] | {"gpu_count": 0, "cpu": "x86_64",
@@ -248,3 +259,28 @@ def test_a_run_timing_out_leaves_the_book_as_it_was(tmp_path, monkeypatch):
     with pytest.raises(pipeline.ChapterFailed, match="unchanged"):
         pipeline.execute("01_a", "full", timeout_s=2)
     assert (book["executed"] / "01_a.ipynb").read_bytes() == first
+
+
+def test_a_stopped_run_resumes_without_measuring_again(tmp_path, monkeypatch):
+    book = _book(tmp_path, monkeypatch)
+    calls, stop = tmp_path / "calls", tmp_path / "stop"
+    stop.touch()
+    (book["notebooks"] / "01_a.py").write_text(CHAPTER + (
+        "from systems.resumable import measured\n"
+        "def count(n):\n"
+        f"    open({str(calls)!r}, 'a').write('x')\n"
+        "    return pd.DataFrame({'n': [n, n + 1], 'ms': [1.5, float('nan')], 'status': ['ok', 'OOM']})\n"
+        "counted = measured(data_dir, 'counted', count, 3)\n\n"
+        f"# %%\nimport os\nif os.path.exists({str(stop)!r}):\n    raise RuntimeError('the machine went away')\n"))
+    with pytest.raises(pipeline.ChapterFailed):
+        pipeline.execute("01_a", "full")
+    assert calls.read_text() == "x"
+    stop.unlink()
+    pipeline.execute("01_a", "full", resume=True)
+    assert calls.read_text() == "x"  # read back, not measured again
+    executed = nbformat.read(book["executed"] / "01_a.ipynb", as_version=4)
+    assert list(executed.metadata["systems"]["resumed"]) == ["counted"]
+    assert sorted(p.name for p in (book["data"] / "01_a").iterdir()) == ["counted.csv", "fresh.csv"]  # no records
+    pipeline.execute("01_a", "full", resume=True)  # nothing stopped: nothing to resume from
+    assert calls.read_text() == "xx"
+    assert "resumed" not in nbformat.read(book["executed"] / "01_a.ipynb", as_version=4).metadata["systems"]

@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from systems.attention._checks import check_attention_inputs
 from systems.attention.peers import Unavailable, refused
-from systems.bench.flash_sweep import DTYPES, UNSUPPORTED, attention
+from systems.bench.flash_sweep import TENSOR_DTYPES, UNSUPPORTED, attention
 from systems.device import timed
 
 
@@ -91,12 +91,12 @@ def call_overhead(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 
     """One row per layer of our call path and per whole call of ours and the ``peers``: ``host_us`` is the time
     the host needs to issue one call, ``wall_us`` the time per call until the device has finished them all.
     Where the two agree, the host (Python, dispatch, kernel launches) sets the pace, not the kernels."""
-    from systems.attention.flash_triton import launch
+    from systems.attention.flash_triton import launch, ops
     from systems.attention.flash_triton.tiles import FlashConfig
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(0)
-    q, k, v = (torch.randn(*shape, device=device, dtype=DTYPES[dtype], requires_grad=True) for _ in "qkv")
+    q, k, v = (torch.randn(*shape, device=device, dtype=TENSOR_DTYPES[dtype], requires_grad=True) for _ in "qkv")
     do = torch.randn_like(q)
     qd, kd, vd = q.detach(), k.detach(), v.detach()
     o, L = torch.empty_like(qd), torch.empty(shape[:-1], device=device, dtype=torch.float32)
@@ -119,7 +119,7 @@ def call_overhead(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 
             lambda: launch.launch_forward(qd, kd, vd, o, L, is_causal, tuned),
         ("flash_triton", "forward, allocation + remembered launch"):
             lambda: launch.forward(qd, kd, vd, is_causal, tuned),
-        ("flash_triton", "the same through the custom op"): lambda: launch.flash_fwd(qd, kd, vd, is_causal, code),
+        ("flash_triton", "the same through the custom op"): lambda: ops.flash_fwd(qd, kd, vd, is_causal, code),
         ("flash_triton", "forward (autograd.Function)"): lambda: ours(q, k, v, is_causal),
         ("flash_triton", "backward, allocations + remembered launches"):
             lambda: launch.backward(qd, kd, vd, o, do_d, L, is_causal, tuned),
@@ -169,7 +169,7 @@ def call_floor(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 300
     and replayed (:func:`graphed`): how much of the floor each way of calling removes, ours next to SDPA's."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(0)
-    q, k, v = (torch.randn(*shape, device=device, dtype=DTYPES[dtype], requires_grad=True) for _ in "qkv")
+    q, k, v = (torch.randn(*shape, device=device, dtype=TENSOR_DTYPES[dtype], requires_grad=True) for _ in "qkv")
     rows = []
     for impl, mode in tqdm([(i, m) for i in impls for m in modes], desc="per-call floor"):
         torch._dynamo.reset()

@@ -44,7 +44,8 @@ from systems.parallel import Strategy, TrainStep
 from systems.provenance import stamp
 
 MODES = ("forward", "forward_backward", "train")
-DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+# a benchmark's "dtype": what the forward autocasts to (None: no autocast, fp32 throughout); parameters stay fp32
+AUTOCAST = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass
@@ -54,7 +55,7 @@ class BenchConfig:
     mode: str = option("what a step does", default="forward_backward", choices=MODES, sweep=True)
     warmup: int = option("untimed steps first", default=5)
     steps: int = option("timed steps", default=10)
-    dtype: str = option("autocast dtype; parameters stay fp32", default="fp32", choices=DTYPES, sweep=True)
+    dtype: str = option("autocast dtype; parameters stay fp32", default="fp32", choices=AUTOCAST, sweep=True)
     compile: bool = option("wrap the model in torch.compile", default=False)
     compile_backend: str = option("torch.compile backend (aot_eager: tracing without code generation)",
                                   default="inductor")
@@ -67,8 +68,8 @@ class BenchConfig:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {self.dtype!r}")
+        if self.dtype not in AUTOCAST:
+            raise ValueError(f"dtype must be one of {tuple(AUTOCAST)}, got {self.dtype!r}")
         if self.batch_size < 1 or self.warmup < 0 or self.steps < 1 or self.checkpoint_blocks < 0:
             raise ValueError(f"need batch_size >= 1, warmup >= 0, steps >= 1 and checkpoint_blocks >= 0, got "
                              f"{self.batch_size}, {self.warmup}, {self.steps}, {self.checkpoint_blocks}")
@@ -99,7 +100,7 @@ def check_runnable(cfg: BenchConfig) -> None:
     """Raise ValueError, naming the setting, where this machine cannot run ``cfg``: a device it lacks, an attention
     that cannot run there, a compiler back end that does not exist, a snapshot that cannot be written."""
     device = bench_device(cfg)
-    why = unavailable(cfg.model.attention, device, DTYPES[cfg.dtype] or torch.float32, cfg.model.head_dim)
+    why = unavailable(cfg.model.attention, device, AUTOCAST[cfg.dtype] or torch.float32, cfg.model.head_dim)
     if why:
         raise ValueError(f"attention {cfg.model.attention!r} cannot run here: it {why}")
     if cfg.compile and cfg.compile_backend not in torch._dynamo.list_backends(exclude_tags=()):
@@ -111,9 +112,9 @@ def check_runnable(cfg: BenchConfig) -> None:
 
 def autocast(device: torch.device, dtype: str) -> contextlib.AbstractContextManager:
     """Mixed precision for the forward pass, or nothing for fp32."""
-    if DTYPES[dtype] is None:
+    if AUTOCAST[dtype] is None:
         return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=DTYPES[dtype])
+    return torch.autocast(device_type=device.type, dtype=AUTOCAST[dtype])
 
 
 class Step:
@@ -131,7 +132,7 @@ class Step:
         self.forward_fn = torch.compile(self.model, backend=cfg.compile_backend) if cfg.compile else self.model
         optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4) if cfg.mode == "train" else None
         # the training step every trainer runs, its phases timed here (one process: no synchronisation, no clip)
-        self.train_step = TrainStep(Strategy(self.model, self.forward_fn), optimizer, autocast=DTYPES[cfg.dtype],
+        self.train_step = TrainStep(Strategy(self.model, self.forward_fn), optimizer, autocast=AUTOCAST[cfg.dtype],
                                     timer=self._timed)
         # Random tokens, not zeros: data-dependent kernels (embedding gathers) should see real work.
         shape = (cfg.batch_size, cfg.model.context_length)
@@ -284,75 +285,6 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
 
 
 # ---- what a sweep says (chapter 01) ----------------------------------------------------------------------
-
-
-def phase_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Each phase's mean ± standard deviation (ms) per configuration, as a chapter shows them."""
-    table = df[["size", "context_length", "status"]].copy()
-    for phase in ("forward", "backward", "optimizer"):
-        if f"{phase}_ms" in df:
-            table[f"{phase} (ms)"] = [f"{m:.3g} ± {s:.2g}" if pd.notna(m) else "" for m, s in
-                                      zip(df[f"{phase}_ms"], df[f"{phase}_std_ms"])]
-    return table
-
-
-def scaling(df: pd.DataFrame, context: int) -> dict[str, Any]:
-    """How step phases scale with the model and the context, from a sweep over sizes and context lengths.
-
-    At ``context``: the first and last size's forward time and how much longer the last one takes against how
-    many more parameters it has; for the first size, how its forward time responds to the longest context
-    against the shortest (flat means overhead-bound); over all points the backward/forward ratio's range, the
-    largest coefficient of variation and the size it belongs to, and the number of points out of memory.
-    """
-    ok = df[df.status == "ok"]
-    at = ok[ok.context_length == context].set_index("size")
-    first, last = at.index[0], at.index[-1]
-    small = ok[ok["size"] == first].set_index("context_length").forward_ms
-    ratio = ok.backward_ms / ok.forward_ms
-    phases = [p for p in ("forward", "backward", "optimizer") if f"{p}_ms" in ok]
-    cv = pd.concat([ok[f"{p}_std_ms"] / ok[f"{p}_ms"] for p in phases], axis=1).max(axis=1)
-    return {
-        "context": context, "first": first, "last": last,
-        "first_fwd_ms": at.forward_ms[first], "last_fwd_ms": at.forward_ms[last],
-        "time_growth": at.forward_ms[last] / at.forward_ms[first], "param_growth": at.params[last] / at.params[first],
-        "ctx_min": int(small.index.min()), "ctx_max": int(small.index.max()),
-        "ctx_growth": small[small.index.max()] / small[small.index.min()],
-        "bwd_fwd_min": ratio.min(), "bwd_fwd_max": ratio.max(),
-        "max_cv_pct": 100 * cv.max(), "max_cv_size": ok.loc[cv.idxmax(), "size"],
-        "max_cv_context": int(ok.loc[cv.idxmax(), "context_length"]),
-        "oom": ", ".join(f"{r.size} at {r.context_length}" for r in df[df.status != "ok"].itertuples()) or "none",
-        "overhead_bound": at.forward_ms[last] / at.forward_ms[first] < 0.6 * at.params[last] / at.params[first],
-    }
-
-
-def warmup_effect(cold: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Per warm-up setting (rows of ``warmup``, ``step``, ``ms`` from fresh processes): mean, std, first and
-    median step; and the numbers the chapter quotes."""
-    summary = cold.groupby("warmup").ms.agg(mean="mean", std="std", first="first", median="median").reset_index()
-    s = summary.set_index("warmup")
-    most = s.index.max()
-    facts = {"w0_first": s["first"][0], "w0_median": s["median"][0], "w0_mean": s["mean"][0], "w0_std": s["std"][0],
-             "first_over_median": s["first"][0] / s["median"][0], "most": int(most), "most_mean": s["mean"][most],
-             "most_std": s["std"][most]}
-    facts |= {f"w{w}_mean": s["mean"][w] for w in s.index if 0 < w < most}
-    return summary, facts
-
-
-def compile_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """A sweep over ``compile`` × size × mode side by side: vanilla and compiled step ms, the speed-up, and the
-    compiled model's first warm-up step in seconds (tracing and code generation); and the speed-ups' range."""
-    wide = runs.pivot_table(index=["size", "mode"], columns="compile", values="step_ms", sort=False).rename(
-        columns={False: "vanilla_ms", True: "compiled_ms"})
-    wide["speedup"] = wide.vanilla_ms / wide.compiled_ms
-    wide["first_step_s"] = runs[runs.compile].set_index(["size", "mode"]).warmup_times_ms.map(lambda t: t[0] / 1e3)
-    wide = wide.reset_index()
-    by_mode = wide.groupby("mode").speedup
-    sizes = list(dict.fromkeys(wide["size"]))
-    first, last = (wide[wide["size"] == s].set_index("mode").speedup for s in (sizes[0], sizes[-1]))
-    return wide, {"fwd_min": by_mode.min()["forward"], "fwd_max": by_mode.max()["forward"],
-                  "train_min": by_mode.min()["train"], "train_max": by_mode.max()["train"], "first": sizes[0],
-                  "last": sizes[-1], "first_train": first["train"], "last_train": last["train"],
-                  "shrinks": bool(last["train"] < first["train"])}
 
 
 def cold_run(cfg: BenchConfig) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from systems.attention import get_attention
 from systems.attention.peers import refused, sdpa_choice
 from systems.attention.reference import naive_attention
 from systems.bench.attention_steps import device_busy, interleaved, interleaved_apart
-from systems.bench.e2e import DTYPES, BenchConfig, bench_device, vary
+from systems.bench.e2e import BenchConfig, bench_device, vary
 from systems.bench.timing import time_steps
 from systems.cli import integer
 from systems.device import OOM, free_memory, is_oom
@@ -42,7 +42,7 @@ MODES = ("fwd", "bwd", "fwd_bwd")
 IMPLS = ("flash_triton", "naive", "sdpa_flash", "sdpa_cudnn")
 SEQ_LENS = tuple(2**i for i in range(7, 17))  # 128 .. 65536
 HEAD_DIMS = (16, 32, 64, 128)
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+TENSOR_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}  # the inputs' dtype
 
 
 def attention(name: str, config=None) -> Callable:
@@ -96,8 +96,8 @@ def run(points, impls=IMPLS, modes=MODES, *, config=None, naive_max_seq: int | N
     rows = []
     for dtype, d, n_q, n_k, batch, heads, causal in tqdm(points, desc=desc):
         torch.manual_seed(seed)
-        q = torch.randn(batch, heads, n_q, d, device=device, dtype=DTYPES[dtype], requires_grad=True)
-        k, v = (torch.randn(batch, heads, n_k, d, device=device, dtype=DTYPES[dtype], requires_grad=True)
+        q = torch.randn(batch, heads, n_q, d, device=device, dtype=TENSOR_DTYPES[dtype], requires_grad=True)
+        k, v = (torch.randn(batch, heads, n_k, d, device=device, dtype=TENSOR_DTYPES[dtype], requires_grad=True)
                 for _ in "kv")
         for impl in impls:
             if impl == "naive" and naive_max_seq is not None and max(n_q, n_k) > naive_max_seq:
@@ -189,59 +189,6 @@ def geometric_mean(values: pd.Series) -> float:
 # ---- what the sweeps say (chapter 07) -----------------------------------------------------------------------
 
 
-def sweep_summary(table: pd.DataFrame, min_n: int, base: str = "flash_triton") -> pd.DataFrame:
-    """Per dtype, head dim and mode, the geometric mean of ``base``'s time over each other implementation's, from
-    ``min_n`` tokens on (below 1: ``base`` is faster): the sweep in one screen."""
-    ratios_ = [c for c in table if c.startswith(f"{base}/")]
-    long = table[table.n_q >= min_n]
-    return long.groupby(["dtype", "d", "mode"])[ratios_].agg(geometric_mean).reset_index()
-
-
-def sweep_facts(runs: pd.DataFrame, table: pd.DataFrame, min_n: int, dtype: str) -> dict:
-    """Geometric-mean ratios from ``min_n`` tokens on in ``dtype`` against each implementation, and where naive
-    attention first ran out of memory (or was not run)."""
-    long = table[(table.n_q >= min_n) & (table.dtype == dtype)]
-    naive = runs[runs.impl == "naive"]
-    oom = naive[naive.ms == OOM].sort_values("n_q")
-    out = {"min_n": min_n, "dtype": dtype, "naive_oom_n": int(oom.n_q.iloc[0]) if len(oom) else 0,
-           "naive_oom_d": int(oom.d.iloc[0]) if len(oom) else 0,
-           "naive_not_run": int(naive[naive.ms == NOT_RUN].n_q.min()) if (naive.ms == NOT_RUN).any() else 0}
-    for other in ("naive", "sdpa_flash", "sdpa_cudnn"):
-        col = f"flash_triton/{other}"
-        out[f"vs_{other}"] = geometric_mean(long[col]) if col in long else float("nan")
-    return out
-
-
-def slower_facts(table: pd.DataFrame, runs: pd.DataFrame, min_n: int) -> tuple[pd.DataFrame, dict]:
-    """The shapes from ``min_n`` on where ours is slower than SDPA's flash back end, by regime; the kernel-regime
-    ones as a table; the per-call floor at the shortest sequence."""
-    slow = slower_shapes(table, min_n=min_n)
-    kernel = slow[slow.regime == "kernel"]
-    compared = pd.to_numeric(table.get("flash_triton/sdpa_flash", pd.Series(dtype=float)), errors="coerce")
-    floor = runs[(runs.impl == "flash_triton") & (runs["mode"] == "fwd_bwd") & (runs.n_q == runs.n_q.min())]
-    floor_ms = pd.to_numeric(floor.ms, errors="coerce")
-    counts = slow.regime.value_counts()
-    return kernel[["dtype", "d", "n_q", "mode", "flash_triton", "sdpa_flash", "flash_triton/sdpa_flash"]], {
-        "slow": len(slow), "compared": int(compared[table.n_q >= min_n].notna().sum()),
-        "fixed": int(counts.get("fixed cost", 0)), "kernel": int(counts.get("kernel", 0)),
-        "floor_n": int(runs.n_q.min()), "floor_min_ms": floor_ms.min(), "floor_max_ms": floor_ms.max()}
-
-
-def training_summary(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
-    """The training shapes: per head dim, dtype and causality, the geometric-mean ratio to each SDPA back end and
-    how many shapes are slower; overall counts."""
-    table = ratios(runs, against=("sdpa_flash", "sdpa_cudnn"))
-    cols = [c for c in ("flash_triton/sdpa_flash", "flash_triton/sdpa_cudnn") if c in table]
-    summary = table.groupby(["dtype", "d", "causal"])[cols].agg(geometric_mean).reset_index()
-    for col in cols:
-        summary[f"slower than {col.split('/')[1]}"] = table.groupby(["dtype", "d", "causal"])[col].agg(
-            lambda r: int((pd.to_numeric(r, errors="coerce") > 1).sum())).values
-    facts = {"shapes": len(table), **{f"slower_{c.split('/')[1]}": int((pd.to_numeric(table[c], errors="coerce") > 1).sum())
-                                      for c in cols},
-             **{f"gm_{c.split('/')[1]}": geometric_mean(table[c]) for c in cols}}
-    return summary, facts
-
-
 def _step_config(size: str, context: int, tokens: int, dtype: str, warmup: int, steps: int,
                  compiled: bool = False) -> BenchConfig:
     """A training step of preset ``size`` at ``context`` with ``tokens`` per batch."""
@@ -264,28 +211,18 @@ def here_and_apart(size: str, context: int, tokens: int, dtype: str, steps: int,
                    attentions=("sdpa", "flash_triton")) -> pd.DataFrame:
     """One eager in-model point timed twice: in this process, then in a fresh one
     (:func:`systems.bench.attention_steps.interleaved_apart`). Where the two disagree, the process around the steps
-    (a notebook's kernel, what earlier work left loaded) is part of the result. :func:`in_model`'s table, one row per
-    process (column ``process``)."""
+    (a notebook's kernel, what earlier work left loaded) is part of the result. :func:`model_table`'s table, one row
+    per process (column ``process``)."""
     cfg = _step_config(size, context, tokens, dtype, 3, steps)
-    return pd.concat([in_model(run(cfg, attentions))[0].assign(process=where)
+    return pd.concat([model_table(run(cfg, attentions)).assign(process=where)
                       for where, run in (("this process", interleaved), ("a fresh process", interleaved_apart))],
                      ignore_index=True)
 
 
-def ratio_interval(ours, theirs, draws: int = 4000, seed: int = 0) -> tuple[float, float]:
-    """95% interval of median(ours) / median(theirs) for steps taken in pairs (interleaved, so that step i of each
-    saw the same moment of the host): a paired bootstrap, seeded so the table repeats."""
-    a, b = np.asarray(ours, dtype=float), np.asarray(theirs, dtype=float)
-    idx = np.random.default_rng(seed).integers(0, len(a), (draws, len(a)))
-    low, high = np.percentile(np.median(a[idx], axis=1) / np.median(b[idx], axis=1), [2.5, 97.5])
-    return float(low), float(high)
-
-
-def in_model(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+def model_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Training steps of the model with each attention (rows of :func:`systems.bench.attention_steps.interleaved`,
     one per size, mode, context and attention): ms per step side by side ("OOM" where the model did not fit), ours
-    over SDPA's with its 95% interval (:func:`ratio_interval`); where ours is slower, overall, per mode, and beyond
-    the interval (its low end above 1)."""
+    over SDPA's with its 95% interval (:func:`ratio_interval`, columns ``low`` and ``high``)."""
     ok = runs.assign(mode=runs.compile.map({False: "eager", True: "compiled"}))
     steps = ok.step_ms.astype(object).where(ok.status == "ok", ok.status)
     point = ["size", "mode", "context_length"]
@@ -300,24 +237,16 @@ def in_model(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
               if (*key, "flash_triton") in times.index and (*key, "sdpa") in times.index else (np.nan, np.nan)
               for key in table[point].itertuples(index=False)]
     table["low"], table["high"] = [b[0] for b in bounds], [b[1] for b in bounds]
-    ratio = table["flash_triton/sdpa"]
-    worst = table.loc[ratio.idxmax()] if (ratio > 1).any() else None
-    facts = {**_tally(table), "faster_clear": int((table.high < 1).sum()),
-             "worst": "none" if worst is None else
-             f"{worst['size']}, {worst['mode']}, context {worst['context_length']}: {worst['flash_triton/sdpa']:.3g}×",
-             "oom": ", ".join(f"{r.size}/{r.attention}/{r.context_length}" for r in
-                              runs[runs.status != "ok"].itertuples()) or "none"}
-    for mode in ("eager", "compiled"):
-        facts |= {f"{name}_{mode}": value for name, value in _tally(table[table["mode"] == mode]).items()}
-    return table, facts
+    return table
 
 
-def _tally(rows: pd.DataFrame) -> dict:
-    """Of :func:`in_model`'s rows: the points with a ratio, where ours is slower (also beyond the interval), and the
-    ratios' geometric mean."""
-    ratio = rows["flash_triton/sdpa"]
-    return {"points": int(ratio.notna().sum()), "slower": int((ratio > 1).sum()),
-            "slower_clear": int((rows.low > 1).sum()), "gm": geometric_mean(ratio)}
+def ratio_interval(ours, theirs, draws: int = 4000, seed: int = 0) -> tuple[float, float]:
+    """95% interval of median(ours) / median(theirs) for steps taken in pairs (interleaved, so that step i of each
+    saw the same moment of the host): a paired bootstrap, seeded so the table repeats."""
+    a, b = np.asarray(ours, dtype=float), np.asarray(theirs, dtype=float)
+    idx = np.random.default_rng(seed).integers(0, len(a), (draws, len(a)))
+    low, high = np.percentile(np.median(a[idx], axis=1) / np.median(b[idx], axis=1), [2.5, 97.5])
+    return float(low), float(high)
 
 
 def step_kernel_time(size: str, context: int, tokens: int, dtype: str, attentions=("sdpa", "flash_triton"),
@@ -347,7 +276,7 @@ def model_attention_inputs(size: str, context: int, tokens: int, dtype: str
     k contiguous after the rotary embedding, v a view of its projection's (B, N, H, d) output."""
     cfg = _step_config(size, context, tokens, dtype, 0, 1)
     batch, heads, head_dim = cfg.batch_size, cfg.model.num_heads, cfg.model.head_dim
-    like = dict(dtype=DTYPES[dtype] or torch.float32, device=bench_device(cfg))
+    like = dict(dtype=TENSOR_DTYPES[dtype], device=bench_device(cfg))
     q, k = (torch.empty(batch, heads, context, head_dim, **like) for _ in range(2))
     return q, k, torch.empty(batch, context, heads, head_dim, **like).transpose(1, 2)
 
@@ -371,6 +300,18 @@ def causal_alignment_agrees(impl: str, n_q: int = 64, n_k: int = 256, d: int = 6
         return UNSUPPORTED
     expected = naive_attention(q.double(), k.double(), v.double(), True)
     return bool(torch.allclose(out.double(), expected, atol=3e-2, rtol=3e-2))
+
+
+def causal_alignments(impls, d: int = 64) -> pd.DataFrame:
+    """:func:`causal_alignment_agrees` for each back end, as one row."""
+    return pd.DataFrame([{impl: causal_alignment_agrees(impl, d=d) for impl in impls}],
+                        index=["top-left causal, as ours"])
+
+
+def measured_points(runs: pd.DataFrame, d: int) -> pd.DataFrame:
+    """The points of :func:`sweep` at head dim ``d`` that have a throughput (not out of memory, not run)."""
+    at_d = runs[runs.d == d]
+    return at_d.assign(tflops=pd.to_numeric(at_d.tflops, errors="coerce")).dropna(subset=["tflops"])
 
 
 def main(argv: list[str] | None = None) -> None:

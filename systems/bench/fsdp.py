@@ -15,12 +15,12 @@ import time
 import pandas as pd
 import torch
 
+from systems.bench.e2e import AUTOCAST
 from systems.dist import launch
 from systems.fsdp import FSDP
 from systems.model import ModelConfig, TransformerLM
 from systems.parallel import TrainStep, wrap
 
-DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 # a training step's phases (systems.parallel.TrainStep) as the trace names them
 STEP_PHASES = {"forward": "forward", "backward": "backward", "synchronize": "waiting for reductions"}
 # event kind -> (timeline lane, label): the step's phases, each layer's forward, the two collectives
@@ -87,7 +87,7 @@ def _agreement_worker(rank: int, world: int, cfg: ModelConfig, dtype: str, steps
     torch.manual_seed(0)
     base = TransformerLM(cfg)
     reference, replay = copy.deepcopy(base), copy.deepcopy(base)
-    fsdp = FSDP(copy.deepcopy(base), compute_dtype=DTYPES[dtype])
+    fsdp = FSDP(copy.deepcopy(base), compute_dtype=AUTOCAST[dtype])
     opts = [torch.optim.SGD(m.parameters(), lr=0.05) for m in (reference, replay, fsdp)]
     x, y = _batch(cfg, rows * world)
     out = []
@@ -102,7 +102,7 @@ def _agreement_worker(rank: int, world: int, cfg: ModelConfig, dtype: str, steps
             half = copy.deepcopy(replay)
             for name, _, _ in fsdp.units:
                 target = half.get_submodule(name)
-                target.weight.data = target.weight.data.to(DTYPES[dtype] or torch.float32)
+                target.weight.data = target.weight.data.to(AUTOCAST[dtype] or torch.float32)
             half(x[rows * r:rows * (r + 1)], y[rows * r:rows * (r + 1)]).backward()
             halves.append([p.grad.float() for p in half.parameters()])
         for p, *g in zip(replay.parameters(), *halves):

@@ -151,20 +151,6 @@ def _cudnn_backward_ms(q, k, v, do, rep: int, warmup: int) -> float | str:
                                    warmup=warmup, return_mode="median")
 
 
-def backward_tile_facts(tiles: pd.DataFrame) -> dict:
-    """The fastest tile's backward against cuDNN's, how many kernels spill registers, and whether every tile larger
-    than the reference (the first one, one pass) spills or runs slower than it."""
-    ours = tiles[tiles.impl == "flash_triton"].astype({"ms": float, "block_q": int, "block_k": int, "warps": int,
-                                                       "stages": int})  # ints, also from a CSV with blanks
-    best, ref = ours.loc[ours.ms.idxmin()], ours[ours.passes == 1].iloc[0]
-    larger = ours[ours.block_q * ours.block_k > ref.block_q * ref.block_k]
-    return {"best": f"{best.block_q} × {best.block_k}, {best.warps} warps, {best.stages} stages",
-            "best_passes": int(best.passes), "best_ms": best.ms, "best_vs_cudnn": best.vs_cudnn,
-            "cudnn_ms": tiles.ms.iloc[0], "spilling": int((ours.spills > 0).sum()), "tried": len(ours),
-            "ref": f"{ref.block_q} × {ref.block_k}", "ref_registers": int(ref.registers),
-            "larger_lose": bool(len(larger)) and bool(((larger.spills > 0) | (larger.ms > ref.ms)).all())}
-
-
 def kernel_breakdown(impls=IMPLS, *, steps: int = 20, top: int = 6, shape: tuple[int, int, int] | None = None,
                      dtype: torch.dtype = torch.bfloat16) -> pd.DataFrame:
     """Where a harness step's time goes: device time per step of each kernel, per implementation.
@@ -207,45 +193,6 @@ def kernel_breakdown(impls=IMPLS, *, steps: int = 20, top: int = 6, shape: tuple
 
 
 # ---- what the runs say (chapter 07) ---------------------------------------------------------------------------
-
-
-def board_facts(board: pd.DataFrame) -> dict:
-    """Ours against each SDPA back end and against the Spring 2025 best."""
-    ms = board.set_index("impl").ms
-    ours = ms.get("flash_triton")
-    out = {"ours_ms": ours, "best_2025_ms": SPRING_2025_BEST_MS}
-    for impl in ("sdpa_flash", "sdpa_cudnn"):
-        theirs = ms.get(impl)
-        out |= {f"{impl}_ms": theirs, f"vs_{impl}": ours / theirs if isinstance(theirs, float) else float("nan")}
-    out["vs_2025"] = ours / SPRING_2025_BEST_MS if isinstance(ours, float) else float("nan")
-    return out
-
-
-def breakdown_facts(kernels: pd.DataFrame) -> dict:
-    """Our step's kernel time by pass (forward, one-pass or two-pass backward), against the others' totals."""
-    mine = kernels[kernels.impl == "flash_triton"].set_index("kernel").ms_per_step
-    totals = kernels.groupby("impl").ms_per_step.sum()
-    two_passes = "flash_bwd_dq_kernel" in mine
-    backward = mine.get("flash_bwd_dkdv_kernel", float("nan")) + (mine.get("flash_bwd_dq_kernel", 0.0))
-    return {"ours_ms": totals.get("flash_triton", float("nan")), "forward_ms": mine.get("flash_fwd_kernel", float("nan")),
-            "backward_ms": backward, "passes": 2 if two_passes else 1, "products": 7 if two_passes else 5,
-            "sdpa_flash_ms": totals.get("sdpa_flash", float("nan")), "sdpa_cudnn_ms": totals.get("sdpa_cudnn", float("nan")),
-            "bwd_over_fwd": backward / mine.get("flash_fwd_kernel", float("nan"))}
-
-
-def variant_facts(variants_: pd.DataFrame, reference: str = "default tiles, untuned") -> tuple[pd.DataFrame, dict]:
-    """Each variant's time over the reference's, and the ratios the chapter quotes."""
-    ref = variants_.set_index("variant").ms[reference]
-    table = variants_.assign(vs_default=[m / ref if isinstance(m, float) else None for m in variants_.ms])
-    v = table.set_index("variant").vs_default
-    get = lambda name: v.get(name, float("nan"))  # noqa: E731 (a smoke run times only the first rows)
-    best = v.drop(reference).astype(float).idxmin()
-    return table, {"skip": get("no causal tile skipping"), "split": get("no diagonal split"),
-                   "order": get("two passes, dK/dV diagonal tiles first") / get("two passes (deterministic)"),
-                   "two_pass": get("two passes (deterministic)"), "two_pass_tuned": get("two passes, autotuned"),
-                   "two_pass_tma": get("two passes, TMA loads"), "atomic": get("one pass, atomic adds for dQ"),
-                   "tuned": get("autotuned (the default)"), "heads": get("programs one head after another"),
-                   "best": best, "best_ratio": v[best]}
 
 
 def _cold_start_child() -> dict:

@@ -8,12 +8,10 @@ named by their NVTX label, ``cfg:SIZE/CONTEXT/MODE``.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 
 from systems.model import preset
-from systems.profiling.nsys import classify, display_name, kernel_summary
+from systems.profiling.nsys import display_name, kernel_summary
 
 
 def label(size: str, context: int, mode: str) -> str:
@@ -48,14 +46,6 @@ def forward_times(bench: pd.DataFrame, ranges: pd.DataFrame, unprofiled: pd.Data
     }).reset_index(drop=True)
 
 
-def forward_agreement(table: pd.DataFrame, context: int) -> dict[str, Any]:
-    """(a) How nsys's GPU time of a forward pass compares with the unprofiled Python timer, at ``context``."""
-    at = table[table.context == context].set_index("size")
-    ratio = at["nsys GPU (ms)"] / at["Python, not profiled (ms)"]
-    return {"ratio_min": ratio.min(), "ratio_max": ratio.max(), "agree": bool(0.8 < ratio.min() and ratio.max() < 1.1),
-            "most_apart": ratio.sub(1).abs().idxmax()}
-
-
 def top_kernels(kernels: pd.DataFrame, ranges: pd.DataFrame, sizes, context: int) -> pd.DataFrame:
     """(b) Per size, the kernel with the most GPU time in inference's forward pass and in a training step's
     forward and backward passes: its share and its calls per pass."""
@@ -80,15 +70,6 @@ def forward_kernels(kernels: pd.DataFrame, ranges: pd.DataFrame, size: str, cont
     return table.assign(name=table["name"].map(display_name)) if by == "name" else table
 
 
-def top_kernel_facts(top: pd.DataFrame, focus: str) -> dict[str, Any]:
-    row = top.set_index("size").loc[focus] if focus in set(top["size"]) else top.iloc[-1]
-    names = list(top["forward: top kernel"]) + list(top["fwd+bwd: top kernel"])
-    return {"top": row["forward: top kernel"], "share_pct": 100 * row["forward share"],
-            "calls": row["calls per pass"], "train_share_pct": 100 * row["fwd+bwd share"],
-            "all_matmul": all(classify(n) == "matmul" for n in names),
-            "same_top": bool((top["forward: top kernel"] == top["fwd+bwd: top kernel"]).all())}
-
-
 def category_shares(kernels: pd.DataFrame, sizes, context: int, modes=("forward", "train")) -> pd.DataFrame:
     """(d) Share of GPU time by kernel category, per size and mode."""
     rows = []
@@ -99,18 +80,6 @@ def category_shares(kernels: pd.DataFrame, sizes, context: int, modes=("forward"
                 rows.append({"size": size, "mode": mode,
                              **kernel_summary(k, by="category").set_index("category").share.to_dict()})
     return pd.DataFrame(rows).fillna(0.0)
-
-
-def training_step_facts(shares: pd.DataFrame, kernels: pd.DataFrame, ranges: pd.DataFrame, focus: str,
-                        context: int) -> dict[str, Any]:
-    """(d) Matmul share in inference and in a training step, AdamW's share, and GPU ms per phase of a step."""
-    sh = shares.set_index(["size", "mode"])
-    step = of(kernels, focus, context, "train")
-    per_phase = step.groupby("phase").duration_ns.sum() / 1e6 / passes(ranges, label(focus, context, "train"))
-    mm_inf, mm_train = sh.loc[(focus, "forward"), "matmul"], sh.loc[(focus, "train"), "matmul"]
-    return {"mm_inf_pct": 100 * mm_inf, "mm_train_pct": 100 * mm_train,
-            "optimizer_pct": 100 * sh.loc[(focus, "train")].get("optimizer", 0.0), "lower_in_training": mm_train < mm_inf,
-            **{f"{phase}_ms": ms for phase, ms in per_phase.items()}}
 
 
 def attention_ops(kernels: pd.DataFrame, ranges: pd.DataFrame, configs, batch: int) -> pd.DataFrame:

@@ -233,58 +233,6 @@ def residual_stream_mib(batch: int, context: int, d_model: int, bytes_per: int =
 # ---- what the snapshots and peaks say (chapter 04) --------------------------------------------------------
 
 
-def timeline_facts(forward: pd.DataFrame, train: pd.DataFrame) -> dict[str, Any]:
-    """(a) Memory before and at the peak of a forward-only step and of a training step, and the training
-    step's highest point in each phase (GiB)."""
-    fwd_peaks = forward.groupby("phase").allocated_bytes.max() / 2**30
-    train_peaks = train.groupby("phase").allocated_bytes.max() / 2**30
-    return {"fwd_base": forward.allocated_bytes.iloc[0] / 2**30, "fwd_peak": fwd_peaks.max(),
-            "train_base": train.allocated_bytes.iloc[0] / 2**30, "train_peak": train_peaks.max(),
-            "train_peak_phase": train_peaks.idxmax(),
-            "train_phases": ", ".join(f"{p} {v:.3g} GiB" for p, v in train_peaks.items() if p != "before")}
-
-
-def peak_table(peaks: pd.DataFrame) -> pd.DataFrame:
-    """(b, c) Peak GiB per context length (rows) and mode × dtype (columns) from an end-to-end sweep; "OOM"
-    where a point ran out of memory."""
-    order = pd.MultiIndex.from_product([["forward", "train"], ["fp32", "bf16"]])
-    gib = peaks.assign(peak_gib=peaks.get("peak_memory_mb", float("nan")) / 1024)
-    table = gib.pivot_table(index="context_length", columns=["mode", "dtype"], values="peak_gib", dropna=False)
-    status = gib.pivot(index="context_length", columns=["mode", "dtype"], values="status")
-    shown = table.reindex(columns=order).round(2).astype(object).where(status.reindex(columns=order) == "ok", "OOM")
-    shown.columns = [f"{m} {d} (GiB)" for m, d in shown.columns]
-    return shown.reset_index()
-
-
-def peak_facts(peaks: pd.DataFrame, c0: int, c1: int) -> dict[str, Any]:
-    """(b, c) The peaks the discussion quotes: inference and training at the shortest and the longest context
-    that ran, how bf16 changes them, and whether the training peak grows with the context."""
-    def peak(ctx, mode, dtype):  # (a CPU has no device memory to report: NaN)
-        row = peaks[(peaks.context_length == ctx) & (peaks["mode"] == mode) & (peaks.dtype == dtype)]
-        ok = len(row) and row.status.iloc[0] == "ok" and "peak_memory_mb" in row
-        return row.peak_memory_mb.iloc[0] / 1024 if ok else float("nan")
-
-    out = {f"{m}_{d}_c{i}": peak(c, m, d) for m in ("forward", "train") for d in ("fp32", "bf16")
-           for i, c in ((0, c0), (1, c1))}
-    out |= {"c0": c0, "c1": c1, "bf16_fwd_delta": out["forward_bf16_c0"] - out["forward_fp32_c0"],
-            "bf16_train_delta": out["train_bf16_c1"] - out["train_fp32_c1"],
-            "train_growth_pct": 100 * (out["train_fp32_c1"] / out["train_fp32_c0"] - 1),
-            "oom": ", ".join(f"{r.mode} {r.dtype} at {r.context_length}" for r in peaks[peaks.status != "ok"].itertuples())
-            or "none"}
-    return out
-
-
-def largest_facts(top: pd.DataFrame, batch: int, context: int, d_ff: int, vocab: int) -> dict[str, Any]:
-    """(e) The largest allocation of a forward pass and what it is, matched against the shapes that make it."""
-    first = top.iloc[0]
-    known = {batch * context * d_ff * 4 / MIB: f"a feed-forward hidden activation, ({batch}, {context}, "
-                                                f"d_ff = {d_ff}) in fp32, four times the width of the residual stream",
-             batch * context * vocab * 4 / MIB: f"the logits, ({batch}, {context}, vocab = {vocab}) in fp32"}
-    what = next((text for mib, text in known.items() if abs(first.size_mib - mib) < 1e-6), "none of the two")
-    return {"top_mib": first.size_mib, "top_count": int(first["count"]), "top_where": first.location, "top_what": what,
-            "ffn_mib": batch * context * d_ff * 4 / MIB, "logits_mib": batch * context * vocab * 4 / MIB}
-
-
 def step_snapshot(cfg) -> dict[str, Any] | None:
     """The snapshot of one measured step of an end-to-end configuration (after one warm-up step, so the
     optimizer state exists), None if it ran out of memory; without CUDA a synthetic one of the same shape."""

@@ -6,8 +6,10 @@ The package reads in the order of a call, bottom-up:
 1. :mod:`.kernels`, the ``@triton.jit`` kernels: the forward, the backward's preprocessing, the dK/dV pass (which
    can add dQ up too: the one-pass backward) and the dQ pass.
 2. :mod:`.tiles` (tile candidates and :class:`FlashConfig`, the switches that measure what each optimisation
-   buys), :mod:`.layouts` (how outputs and gradients are laid out, the layout key, TMA readiness) and
-   :mod:`.launch` (tiles chosen once per shape key, the per-call choices, the custom ops ``torch.compile`` sees).
+   buys), :mod:`.layouts` (how outputs and gradients are laid out, the layout key, TMA readiness), :mod:`.keys`
+   (the shape keys), :mod:`.tuning` (tiles chosen once per shape key), :mod:`.replay` (launches remembered per
+   layout), :mod:`.launch` (the per-call choices and the launches) and :mod:`.ops` (the custom ops
+   ``torch.compile`` sees).
 3. :mod:`.function`: :class:`FlashAttentionTriton`, the ``torch.autograd.Function``, and the public functions.
 
 Any sequence lengths (tiles are masked at the ends), head dims 16..128 (the head-dim block is the next power of two,
@@ -25,7 +27,7 @@ elsewhere, the backward takes two passes.
 
 from systems.attention.flash_triton.function import FlashAttentionTriton, flash_attention_triton, \
     flash_forward_triton
-from systems.attention.flash_triton.launch import autotune_report
+from systems.attention.flash_triton.tuning import autotune_report
 from systems.attention.flash_triton.tiles import FlashConfig, Tiles
 
 __all__ = ["FlashAttentionTriton", "FlashConfig", "Tiles", "autotune_report", "flash_attention_triton",

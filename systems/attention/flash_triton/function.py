@@ -11,14 +11,15 @@ from __future__ import annotations
 import torch
 
 from systems.attention._checks import as_4d, check_attention_inputs, check_is_causal, refuse_double_backward
-from systems.attention.flash_triton import launch
+from systems.attention.flash_triton import launch, ops
+from systems.attention.flash_triton.interpreter import INTERPRET
 from systems.attention.flash_triton.tiles import DEFAULT, DEFAULT_CODE, FlashConfig
 
 
 def _checked(q, k, v, is_causal) -> None:
     check_attention_inputs(q, k, v)
     check_is_causal(is_causal)
-    if launch.INTERPRET:
+    if INTERPRET:
         if q.dtype == torch.bfloat16:
             raise ValueError("Triton's CPU interpreter cannot compute bf16 (its dot products multiply the raw bits): "
                              "use float32 or float16 on the CPU, or bf16 on a GPU")
@@ -34,7 +35,7 @@ class FlashAttentionTriton(torch.autograd.Function):
         _checked(q, k, v, is_causal)
         if torch.compiler.is_compiling():
             code = DEFAULT_CODE if config is None else config.encode()  # a constant list when config is None
-            o, L = launch.flash_fwd(as_4d(q), as_4d(k), as_4d(v), is_causal, code)
+            o, L = ops.flash_fwd(as_4d(q), as_4d(k), as_4d(v), is_causal, code)
         else:
             code = config or DEFAULT
             o, L = launch.forward(as_4d(q), as_4d(k), as_4d(v), is_causal, code)
@@ -49,7 +50,7 @@ class FlashAttentionTriton(torch.autograd.Function):
         refuse_double_backward("FlashAttentionTriton")
         L, q, k, v, o = ctx.saved_tensors
         args = (as_4d(q), as_4d(k), as_4d(v), as_4d(o), as_4d(do), L, ctx.is_causal, ctx.config)
-        dq, dk, dv = launch.flash_bwd(*args) if isinstance(ctx.config, list) else launch.backward(*args)
+        dq, dk, dv = ops.flash_bwd(*args) if isinstance(ctx.config, list) else launch.backward(*args)
         return dq.view(q.shape), dk.view(k.shape), dv.view(v.shape), None, None
 
 

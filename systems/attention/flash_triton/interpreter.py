@@ -8,6 +8,11 @@ applied), never on a GPU.
 
 from __future__ import annotations
 
+import os
+
+# the kernels run in Triton's CPU interpreter (set before triton is imported)
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
 
 def patch_index() -> None:
     from triton.runtime import interpreter

@@ -1,0 +1,167 @@
+"""What chapter 17 (FlashAttention in training) says of its measurements: the per-call floor and where its host
+time goes, the shapes people train with, the model's steps with each attention, and where the difference goes at
+the host-bound and at the GPU-bound point."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from systems.bench.call_overhead import ON_CALLING_THREAD
+from systems.bench.flash_sweep import geometric_mean, model_sdpa_choice, model_table, ratios
+from systems.report import pick
+
+PYTHON_SDPA = "SDPA flash kernels in a Python autograd.Function"
+NOTHING = "autograd.Function doing nothing"
+
+
+def call_facts(overhead: pd.DataFrame) -> dict:
+    """Host time per forward and backward call: ours, SDPA's flash kernels inside a Python autograd function, SDPA's
+    flash back end, and what handing the backward to autograd's device thread costs each (the rows of
+    :func:`systems.bench.call_overhead.call_overhead`); in words, with ``measured`` False where SDPA's kernels could
+    not run (no GPU)."""
+    host = overhead.set_index(["impl", "what"]).host_us
+    ours, in_python, sdpa = (host[impl, "forward + backward"] for impl in ("flash_triton", PYTHON_SDPA, "sdpa_flash"))
+    if not all(isinstance(x, float) for x in (ours, in_python, sdpa)):  # "unsupported"
+        return {"measured": False, "words": "SDPA's flash kernels need a GPU: on this machine autograd's Python layer "
+                                            "and our launch path cannot be told apart."}
+    layer = in_python - sdpa
+    layer_words = (f"autograd through Python adds {layer:.0f} µs to a call" if layer > 0 else
+                   f"autograd through Python adds nothing this run can see (SDPA's C++ path took {-layer:.0f} µs "
+                   "longer)")
+    handoff = {impl: host[impl, "forward + backward"] - host[impl, ON_CALLING_THREAD]
+               for impl in ("flash_triton", NOTHING, "sdpa_flash")}
+    words = (f"Per forward and backward call the host spends {ours:.0f} µs on ours, {in_python:.0f} µs on SDPA's "
+             f"flash kernels inside a Python autograd function and {sdpa:.0f} µs on SDPA's flash back end: "
+             f"{layer_words}, our launch path {ours - in_python:.0f} µs more. With the backward run on the calling "
+             f"thread instead of autograd's device thread, a call of ours takes {handoff['flash_triton']:.0f} µs "
+             f"less, one of a Python autograd function doing nothing {handoff[NOTHING]:.0f} µs less and one of "
+             f"SDPA's flash back end {handoff['sdpa_flash']:.0f} µs less: handing the backward to the device thread "
+             "and back costs " + pick(handoff["flash_triton"] > handoff["sdpa_flash"],
+                                      f"ours {handoff['flash_triton'] - handoff['sdpa_flash']:.0f} µs more than "
+                                      "SDPA's C++ backward, once per layer and step in a model.",
+                                      "ours no more than SDPA's C++ backward."))
+    return {"measured": True, "ours_us": ours, "sdpa_us": sdpa, "words": words}
+
+
+def training_summary(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """The training shapes: per head dim, dtype and causality, the geometric-mean ratio to each SDPA back end and
+    how many shapes are slower; overall counts."""
+    table = ratios(runs, against=("sdpa_flash", "sdpa_cudnn"))
+    cols = [c for c in ("flash_triton/sdpa_flash", "flash_triton/sdpa_cudnn") if c in table]
+    summary = table.groupby(["dtype", "d", "causal"])[cols].agg(geometric_mean).reset_index()
+    for col in cols:
+        summary[f"slower than {col.split('/')[1]}"] = table.groupby(["dtype", "d", "causal"])[col].agg(
+            lambda r: int((pd.to_numeric(r, errors="coerce") > 1).sum())).values
+    facts = {"shapes": len(table), **{f"slower_{c.split('/')[1]}": int((pd.to_numeric(table[c], errors="coerce") > 1).sum())
+                                      for c in cols},
+             **{f"gm_{c.split('/')[1]}": geometric_mean(table[c]) for c in cols}}
+    return summary, facts
+
+
+def training_ratios(shapes: pd.DataFrame) -> pd.DataFrame:
+    """The training shapes' time ratios to each SDPA back end, one row per shape and back end (for a figure)."""
+    return ratios(shapes, against=("sdpa_flash", "sdpa_cudnn")).melt(
+        id_vars=["d", "n_q", "batch", "heads", "causal"], value_vars=["flash_triton/sdpa_flash", "flash_triton/sdpa_cudnn"],
+        var_name="against", value_name="time ratio").dropna()
+
+
+def in_model(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """:func:`systems.bench.flash_sweep.model_table`, and where ours is slower: overall, per mode, and beyond the
+    interval (its low end above 1)."""
+    table = model_table(runs)
+    # where a side did not run, the row says why (its "OOM"), never shows a bare gap
+    why = table[["sdpa", "flash_triton"]].map(lambda x: x if isinstance(x, str) else None).bfill(axis=1).iloc[:, 0]
+    table["status"] = why.fillna("ok")
+    ratio = table["flash_triton/sdpa"]
+    worst = table.loc[ratio.idxmax()] if (ratio > 1).any() else None
+    facts = {**_tally(table), "faster_clear": int((table.high < 1).sum()),
+             "worst": "none" if worst is None else
+             f"{worst['size']}, {worst['mode']}, context {worst['context_length']}: {worst['flash_triton/sdpa']:.3g}×",
+             "oom": ", ".join(f"{r.size}/{r.attention}/{r.context_length}" for r in
+                              runs[runs.status != "ok"].itertuples()) or "none"}
+    for mode in ("eager", "compiled"):
+        facts |= {f"{name}_{mode}": value for name, value in _tally(table[table["mode"] == mode]).items()}
+    return table, facts
+
+
+def _tally(rows: pd.DataFrame) -> dict:
+    """Of :func:`in_model`'s rows: the points with a ratio, where ours is slower (also beyond the interval), and the
+    ratios' geometric mean."""
+    ratio = rows["flash_triton/sdpa"]
+    return {"points": int(ratio.notna().sum()), "slower": int((ratio > 1).sum()),
+            "slower_clear": int((rows.low > 1).sum()), "gm": geometric_mean(ratio)}
+
+
+def sdpa_choices(sizes, contexts, tokens: int, dtype: str) -> tuple[pd.Series, str]:
+    """The back end ``sdpa`` runs at each (size, context) of the model, and that in words."""
+    chosen = pd.Series({(size, context): model_sdpa_choice(size, context, tokens, dtype)
+                        for size in sizes for context in contexts})
+    return chosen, pick(chosen.nunique() == 1, f"its {chosen.iloc[0]} back end at every point", "; ".join(
+        f"{backend} at {', '.join(f'{s} {c}' for s, c in points)}"
+        for backend, points in chosen.groupby(chosen).groups.items()))
+
+
+def in_model_rows(steps: pd.DataFrame) -> pd.DataFrame:
+    """The model's steps as the raw data keeps them: one row per size, attention, mode and context."""
+    return steps.assign(mode=steps.compile.map({False: "eager", True: "compiled"}))[
+        ["size", "attention", "mode", "context_length", "step_ms", "status", "step_times_ms"]]
+
+
+def point(row: pd.Series) -> tuple[str, int]:
+    """The (size, context) of a row of :func:`in_model`'s table."""
+    return row["size"], int(row.context_length)
+
+
+def busy_facts(busy: pd.DataFrame, worst: pd.Series, layers: int, call: dict) -> dict:
+    """At the host-bound point where ours loses most: the extra step time, the part of it in kernels, and (where
+    the per-call table measured it) the per-call host time summed over the model's layers, in words."""
+    by = busy.set_index("attention")
+    extra_step, extra_kernels = by.step_ms.flash_triton - by.step_ms.sdpa, by.kernel_ms.flash_triton - by.kernel_ms.sdpa
+    priced = ""
+    if call["measured"]:
+        per_call_ms = (call["ours_us"] - call["sdpa_us"]) * layers / 1e3  # the extra host time, once per layer
+        priced = (f" The per-call table's extra host time of ours over SDPA's flash back end, once for each of the "
+                  f"model's {layers} layers, comes to {per_call_ms:.2g} ms: "
+                  + pick(per_call_ms >= 0.5 * (extra_step - extra_kernels), "most of it.",
+                         "a small part of it. The rest is host time that this chapter does not explain yet (the "
+                         "log records the hypotheses tried)."))
+    return {"point": f"{worst['size']}, context {int(worst.context_length)}", "extra_step_ms": extra_step,
+            "extra_kernel_ms": extra_kernels, "words": pick(
+                abs(extra_kernels) < 0.5 * abs(extra_step),
+                "Most of the difference is not in the kernels: with ours, the GPU waits longer for the host." + priced,
+                "Most of the difference is in the kernels themselves, not in the host's work around them.")}
+
+
+def apart_facts(apart: pd.DataFrame) -> dict:
+    """The same point timed in the notebook's process and in a fresh one: both ratios, their intervals, in words."""
+    by = apart.set_index("process")
+    here, fresh = by.loc["this process"], by.loc["a fresh process"]
+    return {"here": here["flash_triton/sdpa"], "fresh": fresh["flash_triton/sdpa"], "here_low": here.low,
+            "here_high": here.high, "fresh_low": fresh.low, "fresh_high": fresh.high, "words": pick(
+                fresh.high < here.low,
+                "The intervals do not overlap: outside the notebook's kernel ours fares better, so part of the "
+                "difference measured here belongs to the process around the steps, not to the kernels or the launch "
+                "path.",
+                pick(fresh["flash_triton/sdpa"] < here["flash_triton/sdpa"] and fresh.low <= 1 < here.low,
+                     "In the fresh process the interval holds 1 where here it does not, but the two intervals "
+                     "overlap: a hint that the process around the steps costs ours more than SDPA's, not a "
+                     "measurement of how much.",
+                     "Outside the notebook's kernel the ratio is no better: the process around the steps is not what "
+                     "sets it."))}
+
+
+def bound_facts(times: pd.DataFrame, own: pd.DataFrame, row: pd.Series, backend: str) -> dict:
+    """At the GPU-bound point: the extra step time, split into the attention's own kernels and those both run; the
+    longest kernel of each attention, in words (names cut to 72 characters: glued text is not read as Markdown)."""
+    by = times.set_index("attention")
+    shared = by.kernel_ms - by.own_kernel_ms
+    longest = own.groupby("attention").first()  # own is sorted longest first within each attention
+    names = {a: name if len(name) <= 72 else name[:72] + "…" for a, name in longest.kernel.items()}
+    return {"point": f"{row['size']}, context {int(row.context_length)}", "backend": backend,
+            "extra_step_ms": by.step_ms.flash_triton - by.step_ms.sdpa,
+            "extra_own_ms": by.own_kernel_ms.flash_triton - by.own_kernel_ms.sdpa,
+            "extra_shared_ms": shared.flash_triton - shared.sdpa, "longest": pick(
+                {"sdpa", "flash_triton"} <= set(longest.index),
+                f"The longest of ours is {names.get('flash_triton')} at {longest.ms.get('flash_triton', 0):.3g} ms "
+                f"per step, of SDPA's {names.get('sdpa')} at {longest.ms.get('sdpa', 0):.3g} ms.",
+                "On this machine no kernel times were recorded (they need a GPU).")}

@@ -1,0 +1,114 @@
+"""A chapter's measurements, kept as they finish so that a run stopped part-way resumes where it stopped.
+
+A chapter that measures for half an hour and dies in its last cell (a timeout, a lost machine) should not have to
+measure the first twenty-nine minutes again. Each measuring cell calls its function through :func:`measured`,
+which writes the result into the chapter's data dir the moment it exists, with a record of the call: the
+function, its arguments, a fingerprint of the package's source, the GPU and the software versions. A run of the
+pipeline with ``--resume`` keeps the data dir of the run that stopped, and a call whose record matches in every
+one of these is read back instead of measured; anything else (other arguments, an edited package, another GPU or
+torch) measures afresh. The executed chapter's stamp lists the parts read back and when they were measured.
+
+    runs = measured(data_dir, "flash_sweep", fs.sweep, seq_lens, head_dims)   # a DataFrame, saved as CSV
+    busy, own = measured(data_dir, ("kernel_time", "own_kernels"), fs.step_kernel_time, "small", 1024)
+
+Results are tables (a DataFrame, or a tuple of them: one name each) or plain JSON values (no name gets a CSV).
+Records are JSON, never pickles: reading one back runs no code.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import inspect
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any, Callable
+
+from systems import provenance
+from systems.files import write_text_atomically
+
+RECORDS = ".measured"
+
+
+@cache
+def _package_fingerprint() -> str:
+    digest = hashlib.sha256()
+    package = provenance.ROOT / "systems"
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def call_key(measure: Callable, args: tuple, kwargs: dict) -> dict[str, str]:
+    """What must match for a recorded result to stand for a new call: the call, the code, the machine."""
+    machine = provenance.stamp()
+    call = ", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in sorted(kwargs.items()))])
+    function = getattr(measure, "__qualname__", type(measure).__qualname__)
+    try:  # a function defined in the chapter itself is outside the package's fingerprint
+        source = hashlib.sha256(inspect.getsource(measure).encode()).hexdigest()[:16]
+    except (OSError, TypeError):
+        source = "unknown"
+    return {"call": f"{measure.__module__}.{function}({call})", "source": source, "package": _package_fingerprint(),
+            **{k: str(machine[k]) for k in ("gpu", "gpu_count", "torch", "triton", "cuda")}}
+
+
+def _encode(result: Any, names: tuple[str, ...]) -> dict:
+    import pandas as pd
+
+    tables = result if isinstance(result, tuple) else (result,)
+    if all(isinstance(t, pd.DataFrame) for t in tables):
+        if len(tables) != len(names):
+            raise ValueError(f"{len(tables)} tables measured, {len(names)} names given: {names}")
+        return {"tables": [json.loads(t.to_json(orient="table", index=False)) for t in tables],
+                "tuple": isinstance(result, tuple)}
+    return {"value": result}
+
+
+def _decode(stored: dict) -> Any:
+    import io
+
+    import pandas as pd
+
+    if "value" in stored:
+        return stored["value"]
+    tables = tuple(pd.read_json(io.StringIO(json.dumps(t)), orient="table") for t in stored["tables"])
+    return tables if stored["tuple"] else tables[0]
+
+
+def measured(data_dir: str | Path | None, name: str | tuple[str, ...], measure: Callable, *args, **kwargs) -> Any:
+    """``measure(*args, **kwargs)``, or the result a stopped run of the chapter recorded for the very same call.
+
+    Tables are saved as ``data_dir/NAME.csv`` with a download link (as :func:`systems.report.save_table`); the
+    record goes to ``data_dir/.measured/NAME.json``, written atomically. Without a data dir (interactive and
+    reference runs) it only measures."""
+    from systems import report
+
+    names = (name,) if isinstance(name, str) else tuple(name)
+    if data_dir is None:
+        return measure(*args, **kwargs)
+    key = call_key(measure, args, kwargs)
+    record_path = Path(data_dir) / RECORDS / f"{names[0]}.json"
+    record = json.loads(record_path.read_text()) if record_path.is_file() else None
+    if record is not None and record["key"] == key:
+        result = _decode(record["result"])
+    else:
+        result = measure(*args, **kwargs)
+        record = {"key": key, "measured": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                  "commit": provenance.git_commit(), "result": _encode(result, names)}
+        record_path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomically(record_path, json.dumps(record), "measurement record")
+    if "tables" in record["result"]:
+        for table_name, table in zip(names, result if isinstance(result, tuple) else (result,)):
+            report.save_table(table, data_dir, table_name)
+    return result
+
+
+def recorded(data_dir: Path) -> dict[str, dict[str, str]]:
+    """Every measurement recorded in ``data_dir``: name -> when and at which commit it was measured."""
+    folder = Path(data_dir) / RECORDS
+    out = {}
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+        record = json.loads(path.read_text())
+        out[path.stem] = {"measured": record["measured"], "commit": record["commit"]}
+    return out

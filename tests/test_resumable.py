@@ -1,0 +1,59 @@
+"""Measurements recorded as they finish and read back by a resumed run: exactly what was measured, and only for
+the very same call."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from systems import resumable
+
+
+def mixed(n: int, rng_seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(rng_seed)
+    return pd.DataFrame({"n": np.arange(n), "ms": rng.random(n), "speedup": [rng.random(), "unsupported", float("nan")][:n],
+                         "ok": [True, False, True][:n], "impl": ["a", "b", "c"][:n]})
+
+
+class Counting:
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, n, seed=0):
+        self.calls += 1
+        return mixed(n, seed), mixed(n, seed + 1).tail(1)
+
+
+def test_a_recorded_call_is_read_back_exactly(tmp_path):
+    measure, seed = Counting(), int(np.random.default_rng().integers(1 << 30))
+    first = resumable.measured(tmp_path, ("a", "b"), measure, 3, seed=seed)
+    again = resumable.measured(tmp_path, ("a", "b"), measure, 3, seed=seed)
+    assert measure.calls == 1
+    for left, right in zip(first, again):
+        pd.testing.assert_frame_equal(left.reset_index(drop=True), right.reset_index(drop=True))
+        assert [type(x) for x in left.speedup] == [type(x) for x in right.speedup]
+    assert (tmp_path / "a.csv").is_file() and (tmp_path / "b.csv").is_file()
+    resumable.measured(tmp_path, ("a", "b"), measure, 3, seed=seed + 1)  # another call: measured again
+    assert measure.calls == 2
+
+
+def test_an_edited_package_measures_again(tmp_path, monkeypatch):
+    measure = Counting()
+    resumable.measured(tmp_path, ("a", "b"), measure, 2)
+    monkeypatch.setattr(resumable, "_package_fingerprint", lambda: "edited")
+    resumable.measured(tmp_path, ("a", "b"), measure, 2)
+    assert measure.calls == 2
+
+
+def test_values_that_are_not_tables_round_trip_and_names_must_match(tmp_path):
+    value = {"first_call_s": 1.25, "autotune": {"fwd": {"chosen": ["64x64"]}}}
+    assert resumable.measured(tmp_path, "cold", lambda: value) == value
+    assert resumable.measured(tmp_path, "cold", lambda: {"other": 1}) == {"other": 1}  # another function
+    with pytest.raises(ValueError, match="2 tables measured, 1 names"):
+        resumable.measured(tmp_path, "one", Counting(), 2)
+
+
+def test_without_a_data_dir_it_only_measures(tmp_path):
+    measure = Counting()
+    resumable.measured(None, ("a", "b"), measure, 2)
+    resumable.measured(None, ("a", "b"), measure, 2)
+    assert measure.calls == 2
