@@ -88,8 +88,9 @@ def markdown_table(df, floatfmt: str = ".2f", index: bool = False, missing: str 
 
     # tabulate formats column by column, so integer columns stay integers beside floats; a column that
     # mixes numbers with words ("OOM", "unsupported") is formatted cell by cell
-    mixed = df.select_dtypes(include="object").columns
-    df = df.assign(**{c: df[c].map(lambda x: format(x, floatfmt) if isinstance(x, float) else x) for c in mixed})
+    df = df.copy()
+    for c in df.select_dtypes(include="object").columns:  # (column names may be numbers: a pivot's contexts)
+        df[c] = df[c].map(lambda x: format(x, floatfmt) if isinstance(x, float) else x)
     # (tabulate reads a DataFrame through .values, which turns an all-numeric frame into one float array:
     # as objects, every cell keeps its own type)
     return tabulate(df.astype(object), headers="keys", tablefmt="pipe", floatfmt=floatfmt, showindex=index)

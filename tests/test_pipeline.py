@@ -99,6 +99,8 @@ def test_tables_keep_integers_and_words_beside_floats():
     assert cells(report.markdown_table(numbers, floatfmt=".2f")) == [["128", "1.23"], ["4096", "20.00"]]
     mixed = numbers.assign(status=[0.5, "OOM"])
     assert cells(report.markdown_table(mixed, floatfmt=".2f")) == [["128", "1.23", "0.50"], ["4096", "20.00", "OOM"]]
+    pivot = pd.DataFrame({"size": ["small", "xl"], 512: [1.25, "OOM"], 1024: [2.5, 3.0]})  # contexts as column names
+    assert cells(report.markdown_table(pivot, floatfmt=".1f")) == [["small", "1.2", "2.5"], ["xl", "OOM", "3.0"]]
 
 
 def test_a_missing_value_says_why_never_nan():

@@ -65,6 +65,7 @@ def device_busy(cfg: BenchConfig) -> dict[str, Any]:
     from torch.profiler import ProfilerActivity, profile
 
     device = bench_device(cfg)
+    free_memory()  # a previous point's model lingers in reference cycles until collected: two large ones do not fit
     step = Step(cfg, device, per_phase=False)
     timed_steps(step, cfg.warmup, device)
     wall = timed_steps(step, cfg.steps, device)
