@@ -15,8 +15,7 @@ a machine without what the chapter requires, so the book holds GPU results only 
 ``smoke`` run writes under ``_build/smoke/`` and cannot reach the book. Every run executes in a staging folder
 (``_build/staging/NAME/``, laid out as its target is, so the links a chapter writes to its data are the same) and
 replaces the chapter and its data only when it succeeds: a chapter that fails or times out leaves what the book
-had untouched, and its partial notebook in the staging folder to read; ``--resume`` runs it again reading back
-the measurements the stopped run finished (:mod:`systems.resumable`), and the stamp lists them. Chapters run in their own folder
+had untouched, and its partial notebook in the staging folder to read (``--resume``: :mod:`systems.resumable`). Chapters run in their own folder
 and get ``data_dir`` relative to it, so no machine's paths reach a page. Every executed notebook carries
 the provenance stamp of the machine that ran it in its metadata (``metadata.systems``), which the status
 page and the line at the top of each chapter show.
@@ -150,8 +149,7 @@ class ChapterFailed(RuntimeError):
 def staging(name: str, out: Target, resume: bool = False) -> Target:
     """Where a run of ``name`` bound for ``out`` executes: under :data:`STAGING`, with the notebook and its data dir
     placed relative to each other as in ``out`` (so ``data_param`` and every link to the data are the same), and the
-    data of the chapters it reads linked in. ``resume`` keeps the data dir a stopped run left there, whose recorded
-    measurements (:mod:`systems.resumable`) the new run reads back where it makes the same calls."""
+    data of the chapters it reads linked in. ``resume`` keeps the data dir a stopped run left (:mod:`systems.resumable`)."""
     common = Path(os.path.commonpath([out.notebook.parent, out.data_dir])) if out.data_dir else out.notebook.parent
     root = STAGING / name
     stage = Target(root / out.notebook.relative_to(common),
@@ -193,7 +191,7 @@ def _resolve(name: str, profile: str) -> str:
     gpus = needs(name).gpus
     if not gpus:
         return "full"
-    import torch
+    import torch  # only here: the book's light build has none
 
     return "full" if torch.cuda.device_count() >= gpus else "smoke"
 
@@ -201,7 +199,7 @@ def _resolve(name: str, profile: str) -> str:
 def execute(name: str, profile: str, into: str = "default", timeout_s: int | None = None,
             resume: bool = False) -> Path:
     """Convert ``notebooks/NAME.py`` with jupytext, execute it with papermill, stamp it; return the path.
-    ``resume``: read back what a stopped run of the chapter measured (:func:`staging`)."""
+    ``resume``: read back what a stopped run of the chapter measured (:func:`staging`), the stamp says which."""
     import jupytext
     import nbformat
     import papermill
@@ -315,6 +313,8 @@ def provenance_line(info: dict) -> str:
             f"torch {stamp.get('torch', '?')}, Triton {stamp.get('triton', '?')}. ")
     if info["note"]:
         line += info["note"] + " "
+    if stamp.get("resumed"):
+        line += resumable.resumed_words(stamp["resumed"]) + " "
     if info.get("same_code"):
         commits = ", ".join(f"`{c.split()[0]}`" for c in info["changed_by"])
         return line + (f"The chapter's source has changed since (in {commits}) only in where the code it calls lives; "

@@ -112,3 +112,10 @@ def recorded(data_dir: Path) -> dict[str, dict[str, str]]:
         record = json.loads(path.read_text())
         out[path.stem] = {"measured": record["measured"], "commit": record["commit"]}
     return out
+
+
+def resumed_words(parts: dict[str, dict[str, str]]) -> str:
+    """For a chapter's provenance line: which measurements a resumed run read back (its stamp's ``resumed``)."""
+    return (f"It went on from a run that stopped, reading back {len(parts)} measurement{'s' if len(parts) > 1 else ''} "
+            f"({', '.join(sorted(parts))}) made by the same code on the same machine from "
+            f"{min(p['measured'] for p in parts.values())}.")

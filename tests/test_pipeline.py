@@ -191,6 +191,10 @@ def test_the_provenance_line_says_machine_date_commit_and_whether_the_source_mov
     analysis = pipeline.provenance_line(_info(requires="cpu", stamp=_info()["stamp"] | {"gpu_count": 0, "cpu": "x86_64",
                                                                                        "cpu_count": 2}))
     assert analysis.startswith("Analysis (needs no GPU), computed on CPU (x86_64, 2 cores)")
+    resumed = pipeline.provenance_line(_info(stamp=_info()["stamp"] | {"resumed": {
+        "b": {"measured": "2026-11-25 05:40 UTC", "commit": "abc"}, "a": {"measured": "2026-11-25 05:34 UTC"}}}))
+    assert ("It went on from a run that stopped, reading back 2 measurements (a, b) made by the same code on the same "
+            "machine from 2026-11-25 05:34 UTC.") in resumed
 
 
 def test_every_commit_the_book_names_is_in_this_history():
