@@ -24,6 +24,7 @@ import argparse
 import dataclasses
 import json
 import math
+import re
 import typing
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -55,9 +56,15 @@ def _base_type(f: dataclasses.Field, owner: type) -> tuple[type, bool]:
     return base, optional
 
 
+# argparse reads "-1e-8" as an option name ("--eps: expected one argument"): its test for a negative number knows no
+# exponent. None of our options looks like a number, so a value that does is a value, and its range check answers.
+_NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|nan)$")
+
+
 def add_arguments(parser: argparse.ArgumentParser, cls: type, *, sweep: bool = False,
                   exclude: Iterable[str] = ()) -> None:
     """One option per field of ``cls`` that has help text; with ``sweep``, fields marked ``sweep`` take a list."""
+    parser._negative_number_matcher = _NEGATIVE_NUMBER
     for f in dataclasses.fields(cls):
         if "help" not in f.metadata or f.name in exclude:
             continue

@@ -159,14 +159,16 @@ class RotaryEmbedding(nn.Module):
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    """``rope``: a rotary table to share (the model gives every block the same one); None builds this block's own."""
+
+    def __init__(self, cfg: ModelConfig, rope: RotaryEmbedding | None = None):
         super().__init__()
         self.num_heads = cfg.num_heads
         self.q_proj = _linear(cfg.d_model, cfg.d_model)
         self.k_proj = _linear(cfg.d_model, cfg.d_model)
         self.v_proj = _linear(cfg.d_model, cfg.d_model)
         self.output_proj = _linear(cfg.d_model, cfg.d_model)
-        self.rope = RotaryEmbedding(cfg.head_dim, cfg.context_length, cfg.rope_theta)
+        self.rope = rope or RotaryEmbedding(cfg.head_dim, cfg.context_length, cfg.rope_theta)
         self.attend = get_attention(cfg.attention)
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
@@ -183,10 +185,10 @@ class CausalSelfAttention(nn.Module):
 
 
 class TransformerBlock(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, rope: RotaryEmbedding | None = None):
         super().__init__()
         self.ln1 = RMSNorm(cfg.d_model)
-        self.attn = CausalSelfAttention(cfg)
+        self.attn = CausalSelfAttention(cfg, rope)
         self.ln2 = RMSNorm(cfg.d_model)
         self.ffn = SwiGLU(cfg.d_model, cfg.d_ff)
 
@@ -214,7 +216,10 @@ class TransformerLM(nn.Module):
         self.checkpoint_levels = levels
         self.token_embeddings = nn.Embedding(cfg.vocab_size, cfg.d_model)
         nn.init.trunc_normal_(self.token_embeddings.weight, std=1.0, a=-3.0, b=3.0)
-        self.layers = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.num_layers))
+        # one rotary table for every block (the same positions everywhere): a table per block would cost
+        # num_layers × context × head_dim × 4 bytes, 0.6 GB at the 2026 leaderboard's 34 layers and 32K context
+        rope = RotaryEmbedding(cfg.head_dim, cfg.context_length, cfg.rope_theta)
+        self.layers = nn.ModuleList(TransformerBlock(cfg, rope) for _ in range(cfg.num_layers))
         self.ln_final = RMSNorm(cfg.d_model)
         self.lm_head = _linear(cfg.d_model, cfg.vocab_size)
 

@@ -13,10 +13,10 @@ chapters' raw data it reads (``depends_on``); the pipeline runs dependencies fir
 A ``full`` run writes ``book/executed/NAME.ipynb`` and its raw results to ``book/data/NAME/``; it refuses
 a machine without what the chapter requires, so the book holds GPU results only where a GPU is needed. A
 ``smoke`` run writes under ``_build/smoke/`` and cannot reach the book. Every run executes in a staging folder
-(``_build/staging/NAME/``, laid out as its target is, so the links a chapter writes to its data are the same) and
-replaces the chapter and its data only when it succeeds: a chapter that fails or times out leaves what the book
-had untouched, and its partial notebook in the staging folder to read (``--resume``: :mod:`systems.resumable`). Chapters run in their own folder
-and get ``data_dir`` relative to it, so no machine's paths reach a page. Every executed notebook carries
+(``_build/staging/NAME/``, :mod:`systems.staging`) and replaces the chapter and its data only when it succeeds: a
+chapter that fails or times out leaves what the book had untouched, and its partial notebook in the staging folder
+to read (``--resume``: :mod:`systems.resumable`). Chapters run in their own folder and get ``data_dir`` relative
+to it, so no machine's paths reach a page. Every executed notebook carries
 the provenance stamp of the machine that ran it in its metadata (``metadata.systems``), which the status
 page and the line at the top of each chapter show.
 
@@ -34,8 +34,10 @@ from functools import cache
 from pathlib import Path
 
 from systems import executed_notebook, provenance, resumable
+from systems.cli import integer
 from systems.files import write_text_atomically
 from systems.same_code import same_code
+from systems.staging import Target, publish, staged
 
 ROOT = provenance.ROOT
 NOTEBOOKS = ROOT / "notebooks"
@@ -94,13 +96,13 @@ def resolve_names(names: list[str] | None) -> list[str]:
         for name in names:
             matches = [c for c in known if c == name or c.startswith(name + "_") or c.split("_", 1)[0] == name]
             if len(matches) != 1:
-                raise SystemExit(f"no single chapter matches {name!r}; chapters: {', '.join(known)}")
+                raise ValueError(f"no single chapter matches {name!r}; chapters: {', '.join(known)}")
             picked.append(matches[0])
     ordered: list[str] = []
 
     def visit(name: str, path: tuple[str, ...]) -> None:
         if name in path:
-            raise SystemExit(f"chapter dependencies form a cycle: {' -> '.join(path + (name,))}")
+            raise ValueError(f"chapter dependencies form a cycle: {' -> '.join(path + (name,))}")
         for dep in needs(name).depends_on:
             if dep in picked:
                 visit(dep, path + (name,))
@@ -110,19 +112,6 @@ def resolve_names(names: list[str] | None) -> list[str]:
     for name in picked:
         visit(name, ())
     return ordered
-
-
-@dataclass(frozen=True)
-class Target:
-    notebook: Path
-    data_dir: Path | None
-
-    @property
-    def data_param(self) -> str | None:
-        """``data_dir`` as the chapter sees it: relative to the folder it runs in."""
-        if self.data_dir is None:
-            return None
-        return Path(os.path.relpath(self.data_dir, self.notebook.parent)).as_posix()
 
 
 def target(name: str, profile: str, into: str = "default") -> Target:
@@ -146,44 +135,6 @@ class ChapterFailed(RuntimeError):
     """A chapter's run that did not finish; what it would have replaced is unchanged."""
 
 
-def staging(name: str, out: Target, resume: bool = False) -> Target:
-    """Where a run of ``name`` bound for ``out`` executes: under :data:`STAGING`, with the notebook and its data dir
-    placed relative to each other as in ``out`` (so ``data_param`` and every link to the data are the same), and the
-    data of the chapters it reads linked in. ``resume`` keeps the data dir a stopped run left (:mod:`systems.resumable`)."""
-    common = Path(os.path.commonpath([out.notebook.parent, out.data_dir])) if out.data_dir else out.notebook.parent
-    root = STAGING / name
-    stage = Target(root / out.notebook.relative_to(common),
-                   root / out.data_dir.relative_to(common) if out.data_dir else None)
-    kept = STAGING / f".{name}.kept"
-    shutil.rmtree(kept, ignore_errors=True)
-    if resume and stage.data_dir is not None and stage.data_dir.is_dir():
-        os.replace(stage.data_dir, kept)
-    shutil.rmtree(root, ignore_errors=True)
-    if kept.is_dir():
-        stage.data_dir.parent.mkdir(parents=True)
-        os.replace(kept, stage.data_dir)
-    stage.notebook.parent.mkdir(parents=True, exist_ok=True)
-    if stage.data_dir is not None:
-        stage.data_dir.parent.mkdir(parents=True, exist_ok=True)
-        for dep in needs(name).depends_on:
-            (stage.data_dir.parent / dep).symlink_to((out.data_dir.parent / dep).resolve(), target_is_directory=True)
-    return stage
-
-
-def publish(stage: Target, out: Target) -> None:
-    """Move a finished run into place: its data dir replaces the old one whole (a file the run did not write is not
-    left behind beside its results), then the notebook replaces the old one in one rename."""
-    if stage.data_dir is not None and stage.data_dir.is_dir():
-        old = out.data_dir.with_name(f".{out.data_dir.name}.replaced")
-        shutil.rmtree(old, ignore_errors=True)
-        if out.data_dir.exists():
-            os.replace(out.data_dir, old)
-        out.data_dir.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(stage.data_dir, out.data_dir)
-        shutil.rmtree(old, ignore_errors=True)
-    shutil.move(stage.notebook, out.notebook)
-
-
 def _resolve(name: str, profile: str) -> str:
     """``auto``: ``full`` where this machine has what the chapter needs, else ``smoke``."""
     if profile != "auto":
@@ -199,7 +150,7 @@ def _resolve(name: str, profile: str) -> str:
 def execute(name: str, profile: str, into: str = "default", timeout_s: int | None = None,
             resume: bool = False) -> Path:
     """Convert ``notebooks/NAME.py`` with jupytext, execute it with papermill, stamp it; return the path.
-    ``resume``: read back what a stopped run of the chapter measured (:func:`staging`), the stamp says which."""
+    ``resume``: read back what a stopped run of the chapter measured (:func:`systems.staging.staged`), the stamp says which."""
     import jupytext
     import nbformat
     import papermill
@@ -214,7 +165,7 @@ def execute(name: str, profile: str, into: str = "default", timeout_s: int | Non
     os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
     nb = jupytext.read(NOTEBOOKS / f"{name}.py")
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    stage = staging(name, out, resume)
+    stage = staged(STAGING / name, out, needs(name).depends_on, resume)
     left = resumable.recorded(stage.data_dir) if stage.data_dir is not None else {}
     source = stage.notebook.with_suffix(".source.ipynb")
     nbformat.write(nb, source)
@@ -360,13 +311,17 @@ def main(argv: list[str] | None = None) -> None:
     run = sub.add_parser("run", help="execute chapters with papermill")
     run.add_argument("names", nargs="*")
     run.add_argument("--profile", default="auto", choices=("auto",) + provenance.PROFILES)
-    run.add_argument("--timeout", type=int, default=None, help="seconds per cell")
+    run.add_argument("--timeout", type=integer(1), default=None, help="seconds per cell (default: no limit)")
     run.add_argument("--resume", action="store_true",
                      help="read back what a stopped run of the chapter measured, where the calls are the same")
     refs = sub.add_parser("refs", help="re-make the smoke references that nbval compares")
     refs.add_argument("names", nargs="*")
     sub.add_parser("status", help="write book/status.md from the executed chapters' stamps")
     args = p.parse_args(argv)
+    try:
+        names = resolve_names(args.names) if args.command in ("run", "refs") else []
+    except ValueError as exc:  # a name that is no chapter: a usage error, before anything runs
+        p.error(str(exc))
 
     if args.command == "list":
         for name in chapters():
@@ -376,7 +331,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{name:32s} {info['requires']:7s} {where}")
     elif args.command == "run":
         failed, wrote_book = [], False
-        for name in resolve_names(args.names):
+        for name in names:
             profile = _resolve(name, args.profile)
             print(f"[pipeline] {name} ({profile})", flush=True)
             try:
@@ -390,7 +345,7 @@ def main(argv: list[str] | None = None) -> None:
         if failed:
             raise SystemExit(f"failed: {', '.join(failed)}")
     elif args.command == "refs":
-        for name in resolve_names(args.names):
+        for name in names:
             print(f"[pipeline] {name} -> {execute(name, 'smoke', into='refs')}", flush=True)
     elif args.command == "status":
         print(write_status())

@@ -91,7 +91,8 @@ class TrainConfig:
     grad_clip: float = option("clip the global gradient norm to this (0: off)", default=1.0)
     max_bad_steps: int = option("skip up to this many steps whose loss or gradient norm is not finite", default=0)
     # data, checkpoints, logs
-    data: str = option('"random" (seeded tokens) or a path to a text file, read as bytes', default="random")
+    data: str = option('"random" (seeded tokens), a .npy file of token ids, or a text file (read as bytes)',
+                       default="random")
     seed: int = option("seed of the initial weights and of the data", default=0)
     checkpoint_dir: str | None = option("write checkpoints here", default=None)
     checkpoint_every: int = option("checkpoint every N steps (0: only at the end); needs --checkpoint-dir",

@@ -27,6 +27,7 @@ from systems.scaling.parallel import memory_per_device
 # seeds and step counts allowed keep it in range (2**40 steps is far past any run).
 MAX_STEPS = 2**40
 MAX_SEED = (2**64 - 1 - MAX_STEPS) // 1_000_003
+FP32_MAX = torch.finfo(torch.float32).max
 # field -> the interval it must lie in ("inf": no upper bound)
 RANGES = {
     "grad_accum": "[1, inf)", "max_steps": f"[1, {MAX_STEPS}]", "global_batch_size": "[1, inf)",
@@ -57,6 +58,12 @@ def check_settings(cfg: Any) -> None:
             raise ValueError(f"{option} must lie in {interval}, got {value}")
     if cfg.min_lr > cfg.lr:
         raise ValueError(f"min_lr ({cfg.min_lr}) must not exceed lr ({cfg.lr}): the schedule decays to it")
+    if cfg.lr * cfg.weight_decay >= 1:
+        raise ValueError(f"lr × weight_decay ({cfg.lr} × {cfg.weight_decay}) must be below 1: AdamW multiplies the "
+                         "weights by 1 − lr·weight_decay every step, which would zero them or flip their sign")
+    if not cfg.lr / (1 - cfg.beta1) <= FP32_MAX:
+        raise ValueError(f"lr / (1 − beta1) ({cfg.lr} / (1 − {cfg.beta1})) must be a finite fp32 number: AdamW's "
+                         "first step moves a weight by up to that much, and the weights are fp32")
     if cfg.checkpoint_every and not cfg.checkpoint_dir:
         raise ValueError("checkpoint_every needs checkpoint_dir")
     if cfg.zero1 and cfg.wrapper in SHARDED:
@@ -86,12 +93,18 @@ def check_launch(cfg: Any, world: int, group: bool) -> None:
                          f"{cfg.grad_accum} micro-batches")
 
 
-def memory_needed(cfg: Any, world: int) -> float:
-    """Bytes per rank of fp32 weights, gradients and AdamW state (sharded as the wrapper shards them), and of the
-    rotary tables every block keeps (cos and sin, context × head_dim/2 each); activations come on top."""
+def memory_needed(cfg: Any, world: int) -> tuple[float, float]:
+    """Bytes per rank that a step cannot do without: the state (fp32 weights, gradients and AdamW state, sharded as
+    the wrapper shards them, and the rotary table the blocks share, context × head_dim fp32) and a floor under one
+    micro-batch's activations (its logits in fp32, as the loss upcasts them, and the input of every block or
+    checkpointed group, which the backward pass needs). What the blocks save inside comes on top of both."""
+    model = cfg.model
     strategy = "FSDP" if cfg.wrapper in SHARDED else "ZeRO-1" if cfg.zero1 else "DP"
-    rotary = cfg.model.num_layers * cfg.model.context_length * cfg.model.head_dim * 4
-    return memory_per_device(parameter_count(cfg.model), strategy, world)["total"] + rotary
+    rotary = model.context_length * model.head_dim * 4
+    state = memory_per_device(parameter_count(model), strategy, world)["total"] + rotary
+    tokens = cfg.global_batch_size // (world * cfg.grad_accum) * model.context_length
+    kept_inputs = -(-model.num_layers // cfg.checkpoint_blocks) if cfg.checkpoint_blocks else model.num_layers
+    return state, tokens * 4 * (model.vocab_size + kept_inputs * model.d_model)
 
 
 def capacity(device: torch.device) -> float:
@@ -106,11 +119,15 @@ def check_machine(cfg: Any, device: torch.device, world: int) -> None:
     why = unavailable(cfg.model.attention, device, torch.bfloat16 if cfg.bf16 else torch.float32, cfg.model.head_dim)
     if why:
         raise ValueError(f"attention {cfg.model.attention!r} cannot run here: it {why}")
-    needed, room = memory_needed(cfg, world), capacity(device)
-    if needed > room:
-        raise ValueError(f"the model ({parameter_count(cfg.model) / 1e9:.3g} B parameters, context "
-                         f"{cfg.model.context_length}) needs {needed / 2**30:.1f} GiB per rank for fp32 weights, "
-                         f"gradients and AdamW state before any activation; {device} has {room / 2**30:.1f} GiB")
+    (state, activations), room = memory_needed(cfg, world), capacity(device)
+    if state + activations > room:
+        micro = cfg.global_batch_size // (world * cfg.grad_accum)
+        raise ValueError(f"the model ({parameter_count(cfg.model) / 1e6:,.1f} M parameters, context "
+                         f"{cfg.model.context_length}) needs {state / 2**30:.1f} GiB per rank for fp32 weights, "
+                         f"gradients, AdamW state and the rotary table, and at least {activations / 2**30:.1f} GiB for the activations "
+                         f"of a micro-batch of {micro} sequences (its fp32 logits and block inputs); {device} has "
+                         f"{room / 2**30:.1f} GiB (a smaller --global-batch-size, a larger --grad-accum or "
+                         "--checkpoint-blocks need less)")
     if cfg.checkpoint_dir:
         writable_folder(Path(cfg.checkpoint_dir), "checkpoint")
     if cfg.log_file:

@@ -122,9 +122,11 @@ def differences(state: dict, settings: dict, data_identity: dict) -> dict[str, t
 
 
 def _described(identity: dict) -> str:
-    if identity.get("kind") != "bytes":
-        return "(random tokens)"
-    return f"({identity['bytes']} bytes, sha256 {identity['sha256'][:12]}…)"
+    if identity.get("kind") == "bytes":
+        return f"({identity['bytes']} bytes, sha256 {identity['sha256'][:12]}…)"
+    if identity.get("kind") == "token ids":
+        return f"({identity['tokens']} {identity['dtype']} token ids, sha256 {identity['sha256'][:12]}…)"
+    return "(random tokens)"
 
 
 def check_resumable(state: dict, path, settings: dict, model: torch.nn.Module, data_identity: dict) -> None:

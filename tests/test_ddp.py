@@ -158,6 +158,29 @@ def test_allreduce_benchmark_smoke():
     assert df.busbw_GBps.tolist() == pytest.approx(df.algbw_GBps.tolist())
     df = benchmark("nccl", world_sizes=[64], sizes_mb=[1], timeout_s=10)
     assert df.status.tolist() == ["unavailable: needs 64 GPUs"]
+    # a size no rank can hold (a petabyte) is a row that says so, and the sweep goes on to the next size
+    df = benchmark("gloo", world_sizes=[2], sizes_mb=[2**30, 0.01], warmup=0, iters=1, timeout_s=60)
+    assert df.status.tolist() == ["OOM", "ok"] and df.time_ms.isna().tolist() == [True, False]
+
+
+def test_allreduce_findings_speak_only_of_what_ran():
+    import pandas as pd
+
+    from systems.chapters.allreduce import findings
+
+    def row(backend, world, mb, status="ok", ms=None):
+        return {"backend": backend, "world_size": world, "size_mb": mb, "status": status, "time_ms": ms,
+                "busbw_GBps": None if ms is None else mb / ms}
+
+    df = pd.DataFrame([row("gloo", 2, 1, ms=1.0), row("gloo", 2, 100, ms=50.0), row("gloo", 2, 1000, "OOM"),
+                       row("nccl", 2, 1, ms=0.1), row("nccl", 2, 100, ms=0.5), row("nccl", 2, 1000, ms=4.0),
+                       row("nccl", 4, 1, "unavailable: needs 4 GPUs"), row("nccl", 4, 100, "unavailable: needs 4 GPUs"),
+                       row("nccl", 4, 1000, "unavailable: needs 4 GPUs")])
+    out = findings(df)
+    # the largest size is the largest that ran; gloo did not run it at 2 ranks, so only NCCL is compared there
+    assert out["big_mb"] == 1000 and out["nccl_big_ms"] == 4.0 and "gloo_big_ms" not in out
+    assert "nccl_speedup" not in out
+    assert out["missing"] == "gloo × 2 at 1000 MiB: OOM; nccl × 4: unavailable: needs 4 GPUs"
 
 
 def test_kernel_intervals_and_overlap():

@@ -117,8 +117,9 @@ def test_a_resume_with_nothing_left_to_do_says_so(tmp_path):
 
 def test_divergence_stops_the_run_with_the_step_named(tmp_path):
     with pytest.raises(TrainingDiverged, match=r"step \d+"):
-        train(cfg(lr=1e30, grad_clip=0, max_steps=8))
-    out = cli("--max-steps", "8", "--lr", "1e30", "--grad-clip", "0", "--log-file", str(tmp_path / "log.jsonl"))
+        train(cfg(lr=1e30, weight_decay=0.0, grad_clip=0, max_steps=8))
+    out = cli("--max-steps", "8", "--lr", "1e30", "--weight-decay", "0", "--grad-clip", "0",
+              "--log-file", str(tmp_path / "log.jsonl"))
     assert out.returncode == 3 and "diverged" in out.stderr and "step" in out.stderr
     for line in (tmp_path / "log.jsonl").read_text().splitlines():
         json.loads(line)  # strict JSON: a NaN is written as null

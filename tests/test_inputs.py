@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, example, given, settings
@@ -56,16 +57,21 @@ def runs_correctly(cfg) -> bool:
     """An independent account of "this configuration can train correctly": the optimizer accepts its settings, the
     schedule's learning rates are finite and not negative at every step, the gradient bound is not negative, and
     the data stream can be seeded at every step."""
+    weight = torch.ones(1, requires_grad=True)
     try:
-        torch.optim.AdamW([torch.zeros(1, requires_grad=True)], lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps,
-                          weight_decay=cfg.weight_decay)
+        adamw = torch.optim.AdamW([weight], lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps,
+                                  weight_decay=cfg.weight_decay)
+        weight.grad = torch.ones(1)
+        adamw.step()  # the first update of an fp32 weight, at the peak learning rate
         torch.Generator().manual_seed(cfg.seed * 1_000_003 + cfg.max_steps)
         torch.manual_seed(cfg.seed)
     except (ValueError, RuntimeError, OverflowError):
         return False
     steps = {0, cfg.warmup_steps, cfg.max_steps - 1, cfg.max_steps // 2}
     rates = [lr_at(cfg, s) for s in steps if s >= 0]
+    # decoupled decay multiplies the weights by 1 - lr·wd: at or past 1 it zeroes them or flips their sign
     return (all(math.isfinite(r) and r >= 0 for r in rates) and math.isfinite(cfg.grad_clip) and cfg.grad_clip >= 0
+            and torch.isfinite(weight).all() and cfg.lr * cfg.weight_decay < 1
             and cfg.eps > 0 and cfg.bucket_size_mb > 0 and cfg.min_lr <= cfg.lr and cfg.max_steps >= 1)
 
 
@@ -82,6 +88,8 @@ INTEGER_FIELDS = {name for name in RANGES if isinstance(getattr(TrainConfig(), n
 @example({"lr": float("nan")})
 @example({"beta2": 1.0})
 @example({"seed": -1})
+@example({"lr": 1e300, "weight_decay": 0.0})
+@example({"lr": 20.0})
 def test_a_command_line_is_refused_exactly_when_it_could_not_run_correctly(values):
     # argparse itself refuses a non-integer for an integer option; the values that reach the checks are drawn here
     values = {k: v for k, v in values.items() if k not in INTEGER_FIELDS or isinstance(v, int)}
@@ -95,7 +103,9 @@ def test_a_command_line_is_refused_exactly_when_it_could_not_run_correctly(value
         assert exc.code == 2
         given_ = {f: getattr(args, f) for f in RANGES}
         bad = [f for f, v in given_.items() if not (math.isfinite(v) and inside(v, RANGES[f]))]
-        assert bad or given_["min_lr"] > given_["lr"], f"refused a configuration with every value in range: {given_}"
+        assert bad or (given_["min_lr"] > given_["lr"] or given_["lr"] * given_["weight_decay"] >= 1
+                       or given_["lr"] / (1 - given_["beta1"]) > torch.finfo(torch.float32).max), \
+            f"refused a configuration whose values are each in range and agree: {given_}"
         return
     assert runs_correctly(cfg), f"accepted a configuration that cannot train correctly: {cfg}"
 
@@ -105,6 +115,10 @@ def test_range_errors_name_the_option_and_the_rule():
     refused(out, "grad_clip (--grad-clip)", "[0, inf)", "-1")
     out = cli(*BASE, "--min-lr", "0.1", "--lr", "0.01")
     refused(out, "min_lr", "must not exceed lr")
+    # a negative number in scientific notation is a value, not an option name, so its range check answers
+    refused(cli(*BASE, "--eps", "-1e-8"), "eps (--eps)", "(0, inf)", "-1e-08")
+    refused(cli(*BASE, "--lr", "20", "--weight-decay", "0.1"), "lr × weight_decay", "below 1")
+    refused(cli(*BASE, "--lr", "1e300", "--weight-decay", "0"), "lr / (1 − beta1)", "fp32")
 
 
 # ---- data files: Hypothesis draws the bytes and the context -------------------------------------------------
@@ -145,6 +159,70 @@ def test_data_is_memory_mapped_bytes_and_identified_by_content(tmp_path):
     changed[12345] ^= 1
     moved.write_bytes(bytes(changed))
     assert TokenData.from_text(moved, 512).identity != data.identity
+
+
+# a token file: a .npy array as a tokenizer saves it; Hypothesis draws its type, shape, ids, the vocabulary and context
+TOKEN_ARRAYS = st.tuples(
+    st.sampled_from(["uint8", "uint16", "int16", "int32", "int64", "float32", "bool"]),
+    st.sampled_from([1, 2]),  # dimensions
+    st.lists(st.integers(-3, 70_000), min_size=0, max_size=40),
+)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(TOKEN_ARRAYS, st.sampled_from([2, 256, 300, 65_536, 100_000]), st.integers(1, 30), st.integers(0, 10**6))
+@example(("uint16", 1, [5] * 17), 300, 16, 0)  # exactly one window
+@example(("int32", 1, [299, 300, 1]), 300, 2, 0)  # an id at the vocabulary's size
+@example(("int16", 1, [-1, 2, 3]), 300, 2, 0)
+def test_a_token_file_trains_or_is_refused_with_the_rule(tmp_path_factory, array, vocab, context, step):
+    dtype, ndim, ids = array
+    values = np.array(ids).astype(dtype)
+    if ndim == 2:
+        values = values[: len(values) // 2 * 2].reshape(2, -1)
+    path = tmp_path_factory.mktemp("tokens") / "ids.npy"
+    np.save(path, values)
+    fits = (ndim == 1 and values.dtype.kind in "iu" and len(ids) >= 2
+            and all(0 <= int(i) < vocab for i in values.reshape(-1)))
+    try:
+        data = TokenData.from_file(path, vocab_size=vocab)
+        data.check_context(context)
+    except ValueError as exc:
+        assert not fits or len(ids) < context + 1, f"refused a token file that holds a window: {exc}"
+        assert str(path) in str(exc)
+        return
+    assert fits and len(ids) >= context + 1, "accepted a token file that cannot train"
+    assert data.tokens.dtype == values.dtype and not data.tokens.flags.owndata  # mapped as stored, not copied
+    x, y = data.local_batch(step, 3, context)
+    assert x.shape == y.shape == (3, context) and x.dtype == torch.int64
+    stored = values.astype("int64").tolist()
+    for row_x, row_y in zip(x.tolist(), y.tolist()):
+        window = row_x + row_y[-1:]
+        assert any(stored[i:i + context + 1] == window for i in range(len(stored) - context)), "not a window of it"
+
+
+def test_a_token_file_of_objects_is_refused_unread(tmp_path):
+    marker, path = tmp_path / "ran", tmp_path / "ids.npy"
+    np.save(path, np.array([RunsCode(marker), 1, 2], dtype=object), allow_pickle=True)
+    refused(cli(*BASE, "--max-steps", "1", "--data", str(path)), "not an array of token ids")
+    assert not marker.exists()
+
+
+def test_a_run_on_token_ids_resumes_on_the_same_ids_only(tmp_path):
+    ids = np.random.default_rng(0).integers(0, 512, 4096).astype(np.uint16)
+    path, ckpt = tmp_path / "train.npy", tmp_path / "ckpt"
+    np.save(path, ids)
+    first = cli(*BASE, "--max-steps", "2", "--data", str(path), "--checkpoint-dir", str(ckpt))
+    assert first.returncode == 0, first.stderr[-2000:]
+    resumed = cli(*BASE, "--max-steps", "3", "--data", str(path), "--resume", str(ckpt / "step_000002.pt"),
+                  "--resume-anyway")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    ids[100] += 1
+    np.save(path, ids)
+    refused(cli(*BASE, "--max-steps", "2", "--data", str(path), "--resume", str(ckpt / "step_000002.pt")),
+            "uint16 token ids")
+    big = tmp_path / "big.npy"
+    np.save(big, np.array([0, 1, 600], dtype=np.uint16))
+    refused(cli(*BASE, "--max-steps", "1", "--data", str(big)), "ids from 0 to 600", "0..511")
 
 
 @pytest.mark.parametrize("target, words", [("/dev/zero", "not a regular file"), (".", "is a folder"),
@@ -217,6 +295,11 @@ def test_the_benchmark_checks_every_point_before_the_first_runs(tmp_path, args, 
 
 def test_a_model_that_cannot_fit_is_refused_before_it_is_built():
     refused(cli(*BASE, "--max-steps", "1", "--vocab-size", str(10**9), "--d-model", "1024"), "GiB", "needs")
+    # a tiny model whose batch cannot fit: 8 sequences of 10^8 tokens (the logits alone are 1.6 TB), refused in a
+    # second rather than built until the machine runs out
+    started = time.monotonic()
+    refused(cli(*BASE[:2], "--context-length", str(10**8), "--max-steps", "1"), "activations", "micro-batch of 8")
+    assert time.monotonic() - started < 60
 
 
 # ---- files other tools read ---------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from systems.attention import available, get_attention
-from systems.model import PRESETS, ModelConfig, RMSNorm, RotaryEmbedding, SwiGLU, TransformerLM, parameter_count, preset
+from systems.model import (PRESETS, ModelConfig, RMSNorm, RotaryEmbedding, SwiGLU, TransformerBlock, TransformerLM,
+                           parameter_count, preset)
 
 TINY = dict(vocab_size=97, context_length=24, d_model=32, num_layers=2, num_heads=4, d_ff=48)
 
@@ -96,6 +97,17 @@ def test_rope_scores_depend_only_on_relative_position():
     torch.testing.assert_close(rq[5] @ rk[2], rq[20] @ rk[17], rtol=1e-4, atol=1e-5)
     # rotation keeps norms
     torch.testing.assert_close(rq.norm(dim=-1), q.norm().expand(32), rtol=1e-5, atol=1e-5)
+
+
+def test_the_blocks_share_one_rotary_table_that_moves_with_the_model():
+    model = tiny_model(attention="naive")
+    tables = {id(block.attn.rope) for block in model.layers}
+    assert len(tables) == 1  # one table, not one per block
+    assert len(list(model.buffers())) == 2 and not any("rope" in k for k in model.state_dict())
+    model.to(torch.float64)
+    assert all(block.attn.rope.cos.dtype == torch.float64 for block in model.layers)
+    # a block built alone (the block benchmarks') has its own
+    assert TransformerBlock(model.cfg).attn.rope is not model.layers[0].attn.rope
 
 
 def test_sdpa_and_naive_attention_agree_in_the_model():

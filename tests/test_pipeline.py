@@ -38,8 +38,12 @@ def test_chapter_names_resolve_by_number_and_prefix():
     first = pipeline.chapters()[0]
     assert pipeline.resolve_names([first.split("_")[0]]) == [first]
     assert pipeline.resolve_names([]) == pipeline.chapters()
-    with pytest.raises(SystemExit, match="no single chapter"):
+    with pytest.raises(ValueError, match="no single chapter"):
         pipeline.resolve_names(["99_nothing"])
+    for argv in (["run", "99_nothing"], ["run", "--timeout", "0"], ["refs", "99_nothing"]):
+        with pytest.raises(SystemExit) as exit_:  # a usage error: exit 2, before any chapter runs
+            pipeline.main(argv)
+        assert exit_.value.code == 2
 
 
 def test_smoke_execution_stamps_and_leaves_the_book_alone(tmp_path, monkeypatch):
@@ -155,7 +159,7 @@ def test_chapters_run_after_the_chapters_whose_data_they_read(tmp_path, monkeypa
     assert pipeline.needs("04_analysis") == pipeline.Needs("cpu", ())
     assert pipeline._resolve("04_analysis", "auto") == "full"  # an analysis is a book run on any machine
     _chapter(tmp_path, "05_loop", "#     depends_on: [05_loop]\n")
-    with pytest.raises(SystemExit, match="cycle"):
+    with pytest.raises(ValueError, match="cycle"):
         pipeline.resolve_names(["05"])
     _chapter(tmp_path, "06_bad", "#     requires: tpu\n")
     with pytest.raises(ValueError, match="requires must be one of"):

@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 from systems.cli import integer, positive
-from systems.device import local_device, timed
+from systems.device import OOM, local_device, run_or_oom, timed
 from systems.dist import launch
 
 MIB = 2**20
@@ -31,10 +31,8 @@ WORLD_SIZES = (2, 4, 6)
 DEVICE_OF = {"gloo": "cpu", "nccl": "cuda"}
 
 
-def time_all_reduce(nbytes: int, warmup: int, iters: int, device: torch.device) -> list[float]:
-    """This rank's wall time (ms) of each of ``iters`` all-reduces of ``nbytes`` of float32."""
-    # rand, not zeros; divided by the world size after each call so the values stay bounded.
-    x = torch.rand(nbytes // 4, device=device)
+def time_all_reduce(x: torch.Tensor, warmup: int, iters: int, device: torch.device) -> list[float]:
+    """This rank's wall time (ms) of each of ``iters`` all-reduces of ``x``."""
     n = dist.get_world_size()
     for _ in range(warmup):
         dist.all_reduce(x)
@@ -53,11 +51,20 @@ def _worker(rank: int, world: int, sizes_mb: list[float], warmup: int, iters: in
     device = local_device()
     rows = []
     for mb in sizes_mb:
-        times = time_all_reduce(int(mb * MIB), warmup, iters, device)
+        # rand, not zeros; divided by the world size after each call so the values stay bounded. A size that does not
+        # fit on some rank is a row that says so, on every rank alike (the ranks agree before any collective on it)
+        x = run_or_oom(lambda: torch.rand(int(mb * MIB) // 4, device=device))
+        fits = [None] * world
+        dist.all_gather_object(fits, x is not OOM)
+        if not all(fits):
+            rows.append({"size_mb": mb, "status": "OOM"})
+            continue
+        times = time_all_reduce(x, warmup, iters, device)
+        del x
         every = [None] * world
         dist.all_gather_object(every, times)
         means = [statistics.fmean(t) for t in every]
-        rows.append({"size_mb": mb, "time_ms": max(means), "fastest_rank_ms": min(means),
+        rows.append({"size_mb": mb, "status": "ok", "time_ms": max(means), "fastest_rank_ms": min(means),
                      "median_ms": statistics.median(every[means.index(max(means))]), "times_ms": every})
     return rows
 
@@ -73,9 +80,10 @@ def benchmark(backend: str, world_sizes=WORLD_SIZES, sizes_mb=SIZES_MB, warmup: 
             rows += [{**base, "size_mb": mb, "status": status} for mb in sizes_mb]
             continue
         for r in launch(_worker, world, list(sizes_mb), warmup, iters, backend=backend, timeout_s=timeout_s)[0]:
-            algbw = r["size_mb"] * MIB / (r["time_ms"] / 1e3) / 1e9
-            rows.append({**base, **r, "status": "ok", "algbw_GBps": algbw,
-                         "busbw_GBps": algbw * 2 * (world - 1) / world})
+            if r["status"] == "ok":
+                r["algbw_GBps"] = r["size_mb"] * MIB / (r["time_ms"] / 1e3) / 1e9
+                r["busbw_GBps"] = r["algbw_GBps"] * 2 * (world - 1) / world
+            rows.append({**base, **r})
     cols = ["backend", "device", "world_size", "size_mb", "status", "time_ms", "median_ms", "fastest_rank_ms",
             "algbw_GBps", "busbw_GBps", "times_ms"]
     return pd.DataFrame(rows).reindex(columns=cols)
