@@ -133,3 +133,18 @@ def rerun_without_interpreter() -> bool:
                          env=env, capture_output=True, text=True, cwd=Path(__file__).parent.parent)
     assert run.returncode == 0, run.stdout[-4000:]
     return True
+
+
+def ptxas_report(ptx: str, tmp_path: Path) -> tuple[int, bool]:
+    """What ptxas says when it assembles the PTX for the H100: (spilled bytes, wgmma serialised?)."""
+    import triton
+
+    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    arch = re.search(r"^\.target (sm_\w+)", ptx, re.MULTILINE).group(1)
+    source = tmp_path / "kernel.ptx"
+    source.write_text(ptx)
+    run = subprocess.run([str(ptxas), "-v", f"--gpu-name={arch}", str(source), "-o", str(tmp_path / "kernel.cubin")],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    spilled = sum(int(n) for n in re.findall(r"(\d+) bytes spill stores", run.stderr))
+    return spilled, "C7515" in run.stderr  # C7515: wgmma products serialised

@@ -6,9 +6,7 @@ the CPU cases are small; the ``gpu`` cases run the handout's sizes, bf16 and the
 
 import contextlib
 import re
-import subprocess
 from itertools import product
-from pathlib import Path
 
 import pytest
 import torch
@@ -25,13 +23,14 @@ from flash_common import (
     check_sum_backward,
     make_qkv,
     reference,
+    ptxas_report,
     rerun_without_interpreter,
     saved_logsumexp,
 )
 
 from systems.attention.flash_triton import FlashAttentionTriton, FlashConfig, Tiles, flash_attention_triton, launch, \
     layouts, replay, tuning
-from systems.attention.flash_triton.interpreter import INTERPRET
+from systems.triton_interpreter import INTERPRET
 from systems.attention.flash_triton.launch import one_pass_eligible as _one_pass
 from systems.attention.flash_triton.layouts import tma_ready as _tma_ready
 from systems.attention.flash_triton.tiles import CANDIDATES, default_tiles
@@ -383,21 +382,6 @@ def _compile_for_sm90(kind, dtype, d, is_causal, tma=False, atomic_dq=False, unm
     return compiled.asm["ptx"]
 
 
-def _ptxas_report(ptx, tmp_path):
-    """What ptxas says when it assembles the PTX for the H100: (spilled bytes, wgmma serialised?)."""
-    import triton
-
-    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
-    arch = re.search(r"^\.target (sm_\w+)", ptx, re.MULTILINE).group(1)
-    source = tmp_path / "kernel.ptx"
-    source.write_text(ptx)
-    run = subprocess.run([str(ptxas), "-v", f"--gpu-name={arch}", str(source), "-o", str(tmp_path / "kernel.cubin")],
-                         capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr[-2000:]
-    spilled = sum(int(n) for n in re.findall(r"(\d+) bytes spill stores", run.stderr))
-    return spilled, "C7515" in run.stderr  # C7515: wgmma products serialised
-
-
 def test_kernels_compile_for_sm90(tmp_path):
     # The interpreter accepts code that the compiler refuses (e.g. non-constexpr globals), so compile for
     # an H100 here; no GPU is needed for that, and ptxas reports the registers. Under the interpreter the
@@ -414,28 +398,28 @@ def test_kernels_compile_for_sm90(tmp_path):
         assert "wgmma.mma_async" in ptx, where  # Hopper tensor-core products
         assert "cp.async" in ptx, where  # tile loads pipelined into shared memory
         if dtype == "bf16":
-            spilled, serialised = _ptxas_report(ptx, tmp_path)
+            spilled, serialised = ptxas_report(ptx, tmp_path)
             assert spilled == 0, f"{where}: the default tiles spill {spilled} bytes of registers"
             assert not serialised, f"{where}: ptxas serialises the wgmma products"
     for kind in KERNELS:
         # torch.compile's generated code passes the scales as fp64: the kernels convert them to fp32, else fp64
         # arithmetic spreads into the accumulators (and the forward's product refuses them)
         ptx = _compile_for_sm90(kind, "bf16", 64, True, scales="fp64")
-        assert _ptxas_report(ptx, tmp_path) == (0, False), f"{kind} with fp64 scales"
+        assert ptxas_report(ptx, tmp_path) == (0, False), f"{kind} with fp64 scales"
         fp64 = [line.strip() for line in ptx.splitlines() if ".f64" in line]
         assert all(line.startswith((".param", "ld.param", "cvt.rn.f32.f64")) for line in fp64), f"{kind}: {fp64}"
     for kind, d in product(KERNELS, (64, 128)):
         ptx = _compile_for_sm90(kind, "bf16", d, True, tma=True)
         assert "cp.async.bulk.tensor" in ptx, (kind, d)  # the streamed tiles through the copy engine
-        assert _ptxas_report(ptx, tmp_path) == (0, False), (kind, d)
+        assert ptxas_report(ptx, tmp_path) == (0, False), (kind, d)
     # dQ added up in the dK/dV pass, with the copy engine's bulk reductions or with atomic adds (d = 64:
     # at 128 the extra product's operands spill, an experiment's known cost)
     ptx = _compile_for_sm90("dkdv", "bf16", 64, True, tma=True, atomic_dq=True)
     assert "cp.reduce.async.bulk.tensor" in ptx
-    assert _ptxas_report(ptx, tmp_path) == (0, False)
+    assert ptxas_report(ptx, tmp_path) == (0, False)
     ptx = _compile_for_sm90("dkdv", "bf16", 64, True, atomic_dq=True)
     assert re.search(r"(red|atom)\.global\.[\w.]*add[\w.]*f32", ptx)  # relaxed fp32 atomic adds
-    assert _ptxas_report(ptx, tmp_path) == (0, False)
+    assert ptxas_report(ptx, tmp_path) == (0, False)
     # Triton 3.6 waits for a product whose result the loop reads right after issuing it: S and dP are both done
     # before the first exponential, in either backward (chapter 07 says so; a compiler that keeps dP in flight
     # under the exponentials would change that text)
@@ -447,9 +431,9 @@ def test_kernels_compile_for_sm90(tmp_path):
     # dK/dV's diagonal tiles first: the two-pass kernel leaves that loop with products in flight and ptxas
     # serialises them; the one-pass kernel waits for each tile's dQ product, so the order is harmless there
     ptx = _compile_for_sm90("dkdv", "bf16", 64, True, unmasked_first=False)
-    assert _ptxas_report(ptx, tmp_path)[1]
+    assert ptxas_report(ptx, tmp_path)[1]
     ptx = _compile_for_sm90("dkdv", "bf16", 64, True, tma=True, atomic_dq=True, unmasked_first=False)
-    assert not _ptxas_report(ptx, tmp_path)[1]
+    assert not ptxas_report(ptx, tmp_path)[1]
 
 
 # ---- hostile input --------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import torch
 
 from systems.attention._checks import as_4d, check_attention_inputs, check_is_causal, refuse_double_backward
 from systems.attention.flash_triton import launch, ops
-from systems.attention.flash_triton.interpreter import INTERPRET
+from systems.triton_interpreter import INTERPRET
 from systems.attention.flash_triton.tiles import DEFAULT, DEFAULT_CODE, FlashConfig
 
 

@@ -20,7 +20,7 @@ import triton.testing
 from torch.utils._python_dispatch import _disable_current_modes
 
 from systems.attention.flash_triton import kernels, keys, replay, tuning
-from systems.attention.flash_triton.interpreter import INTERPRET, patch_index
+from systems.triton_interpreter import INTERPRET, patch_index
 from systems.attention.flash_triton.layouts import (concrete, gradients, layout_key, outputs, real_like,
                                                    tma_ready)
 from systems.attention.flash_triton.tiles import FlashConfig, Tiles, default_tiles

@@ -10,7 +10,7 @@ from typing import Callable
 
 import torch
 
-from systems.attention.flash_triton.interpreter import INTERPRET
+from systems.triton_interpreter import INTERPRET
 from systems.attention.flash_triton.launch import backward, forward
 from systems.attention.flash_triton.layouts import gradients, outputs
 from systems.attention.flash_triton.tiles import FlashConfig

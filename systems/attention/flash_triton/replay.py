@@ -16,7 +16,7 @@ import triton
 from triton import knobs
 from triton.runtime import driver
 
-from systems.attention.flash_triton.interpreter import INTERPRET
+from systems.triton_interpreter import INTERPRET
 from systems.attention.flash_triton.tuning import JIT
 
 PLANS: dict[tuple, tuple[Launch, ...]] = {}  # layout key -> the launches of a call, in order

@@ -1,4 +1,5 @@
-"""One fix to Triton's CPU interpreter, which the tests and CPU smoke runs execute the kernels in.
+"""Whether Triton kernels run in Triton's CPU interpreter, and one fix to it: the tests and CPU smoke runs execute
+every kernel of the package there (FlashAttention's, the fused loss's and AdamW's).
 
 Triton 3.6's interpreter holds scalars as 1-element arrays and converts them with ``int(array)`` when they bound a
 ``range``; numpy 2.4 refuses that conversion for arrays with ndim > 0, so every loop with a run-time bound fails.
