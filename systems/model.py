@@ -7,9 +7,11 @@ No biases anywhere. The attention kernel is looked up by name in
 :mod:`systems.attention`, so FlashAttention plugs in without touching this file.
 
 The sizes of both editions of the CS336 handout are the presets in :data:`PRESETS`, under one name
-each: the 2025 table (small, medium, large, xl, 2.7B) and the 2026 edition's 10B. The 2026 edition calls
-our ``2.7B`` "xl" (3.4 B parameters with SwiGLU) and drops the 2025 xl; ``preset("xl", edition=2026)``
-reads the names that way. ``tiny`` is the same code at toy size, for CPU smoke runs and tests::
+each: the 2025 table (small, medium, large, xl, 2.7B) and the 2026 edition's 10B (:data:`SIZES`). The 2026
+edition calls our ``2.7B`` "xl" (3.4 B parameters with SwiGLU) and drops the 2025 xl; ``preset("xl", edition=2026)``
+reads the names that way. ``leaderboard-2026`` is the model its leaderboard times (8.1 B parameters, a vocabulary
+of 151,936, context 32,768); build it on the meta device and give it memory where it is sharded
+(:meth:`TransformerLM.init_weights`). ``tiny`` is the same code at toy size, for CPU smoke runs and tests::
 
     from systems.model import TransformerLM, preset
     model = TransformerLM(preset("small", context_length=256, attention="sdpa"))
@@ -41,6 +43,7 @@ class ModelConfig:
     d_ff: int = 3072
     rope_theta: float = 10_000.0
     attention: str = "naive"
+    fused_loss: bool = False  # the head and the loss in one (systems.fused): the logits never exist whole
     name: str = "custom"  # the preset it came from, for tables
 
     def __post_init__(self) -> None:
@@ -63,10 +66,14 @@ def _sizes(**table: tuple[int, int, int, int]) -> dict[str, ModelConfig]:
 
 
 # d_model, d_ff, num_layers, num_heads: the 2025 handout's Table 1 (§1.1.2) and the 2026 edition's 10B
+SIZES = _sizes(small=(768, 3072, 12, 12), medium=(1024, 4096, 24, 16), large=(1280, 5120, 36, 20),
+               xl=(1600, 6400, 48, 25), **{"2.7B": (2560, 10240, 32, 32), "10B": (4608, 12288, 50, 36)})
+# The model of the 2026 edition's leaderboard (§9): 8.1 B parameters, its own vocabulary and context.
+LEADERBOARD_2026 = ModelConfig(vocab_size=151_936, context_length=32_768, d_model=4096, d_ff=11_008, num_layers=34,
+                               num_heads=32, name="leaderboard-2026")
 PRESETS: dict[str, ModelConfig] = {
     "tiny": ModelConfig(d_model=64, d_ff=128, num_layers=2, num_heads=4, vocab_size=512, name="tiny"),
-    **_sizes(small=(768, 3072, 12, 12), medium=(1024, 4096, 24, 16), large=(1280, 5120, 36, 20),
-             xl=(1600, 6400, 48, 25), **{"2.7B": (2560, 10240, 32, 32), "10B": (4608, 12288, 50, 36)}),
+    **SIZES, "leaderboard-2026": LEADERBOARD_2026,
 }
 # The 2026 edition's names for our presets where they differ: its "xl" is our 2.7B; its table has no 2025 xl.
 EDITION_2026 = {"xl": "2.7B"}
@@ -85,8 +92,9 @@ def preset(name: str, edition: int = 2025, **overrides) -> ModelConfig:
 
 
 def preset_rows(names=None) -> list[dict]:
-    """The size table: each preset's name in both editions, its shape and its parameter count."""
-    names = names or [n for n in PRESETS if n != "tiny"]
+    """The size table (the handouts' sizes, :data:`SIZES`, unless ``names``): each preset's name in both editions,
+    its shape and its parameter count."""
+    names = names or list(SIZES)
     in_2026 = {ours: theirs for theirs, ours in EDITION_2026.items()}
     return [{"size": n, "2026 name": in_2026.get(n, "—" if n == "xl" else n), "d_model": c.d_model, "d_ff": c.d_ff,
              "num_layers": c.num_layers, "num_heads": c.num_heads, "params (M)": parameter_count(c) / 1e6}
@@ -105,12 +113,38 @@ def parameter_count(cfg: ModelConfig) -> int:
     return V * d + cfg.num_layers * per_block + d + d * V
 
 
-def _linear(d_in: int, d_out: int) -> nn.Linear:
-    # Truncated normal with variance 2/(d_in + d_out), clipped at 3 std, as in CS336 assignment 1.
-    layer = nn.Linear(d_in, d_out, bias=False)
-    std = math.sqrt(2.0 / (d_in + d_out))
-    nn.init.trunc_normal_(layer.weight, std=std, a=-3 * std, b=3 * std)
+def _linear(d_in: int, d_out: int, kind: type[nn.Linear] = nn.Linear) -> nn.Linear:
+    layer = kind(d_in, d_out, bias=False)
+    init_module(layer)
     return layer
+
+
+def init_module(module: nn.Module) -> None:
+    """Draw ``module``'s own parameters (and recompute its tables) as the model's constructors do: what
+    :meth:`TransformerLM.init_weights` runs over a model built on the meta device."""
+    if isinstance(module, nn.Linear):
+        # Truncated normal with variance 2/(d_in + d_out), clipped at 3 std, as in CS336 assignment 1.
+        std = math.sqrt(2.0 / (module.in_features + module.out_features))
+        nn.init.trunc_normal_(module.weight, std=std, a=-3 * std, b=3 * std)
+    elif isinstance(module, nn.Embedding):
+        nn.init.trunc_normal_(module.weight, std=1.0, a=-3.0, b=3.0)
+    elif isinstance(module, RMSNorm):
+        nn.init.ones_(module.weight)
+    elif isinstance(module, RotaryEmbedding):
+        module.reset()
+
+
+class LMHead(nn.Linear):
+    """The output projection. Given the targets too, it returns the loss straight from the hidden states
+    (:func:`systems.fused.linear_cross_entropy`): the (tokens, vocabulary) logits never exist whole, and data-parallel
+    wrappers that gather this layer's weight around its forward still see it used there."""
+
+    def forward(self, x: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
+        if targets is None:
+            return super().forward(x)
+        from systems.fused.cross_entropy import linear_cross_entropy  # Triton, imported where it is used
+
+        return linear_cross_entropy(x, self.weight, targets)
 
 
 class RMSNorm(nn.Module):
@@ -144,10 +178,19 @@ class RotaryEmbedding(nn.Module):
 
     def __init__(self, head_dim: int, max_len: int, theta: float):
         super().__init__()
-        inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
-        angles = torch.outer(torch.arange(max_len, dtype=torch.float32), inv_freq)  # (T, dh/2)
-        self.register_buffer("cos", angles.cos(), persistent=False)
-        self.register_buffer("sin", angles.sin(), persistent=False)
+        self.head_dim, self.max_len, self.theta = head_dim, max_len, theta
+        self.register_buffer("cos", torch.empty(max_len, head_dim // 2), persistent=False)
+        self.register_buffer("sin", torch.empty(max_len, head_dim // 2), persistent=False)
+        self.reset()
+
+    @torch.no_grad()
+    def reset(self) -> None:
+        """Compute the tables, on the device (and in the dtype) the buffers are on."""
+        device = self.cos.device
+        inv_freq = self.theta ** (-torch.arange(0, self.head_dim, 2, dtype=torch.float32, device=device) / self.head_dim)
+        angles = torch.outer(torch.arange(self.max_len, dtype=torch.float32, device=device), inv_freq)  # (T, dh/2)
+        self.cos.copy_(angles.cos())
+        self.sin.copy_(angles.sin())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # x: (B, H, T, dh)
@@ -215,27 +258,46 @@ class TransformerLM(nn.Module):
         self.cfg = cfg
         self.checkpoint_levels = levels
         self.token_embeddings = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        nn.init.trunc_normal_(self.token_embeddings.weight, std=1.0, a=-3.0, b=3.0)
+        init_module(self.token_embeddings)
         # one rotary table for every block (the same positions everywhere): a table per block would cost
         # num_layers × context × head_dim × 4 bytes, 0.6 GB at the 2026 leaderboard's 34 layers and 32K context
         rope = RotaryEmbedding(cfg.head_dim, cfg.context_length, cfg.rope_theta)
         self.layers = nn.ModuleList(TransformerBlock(cfg, rope) for _ in range(cfg.num_layers))
         self.ln_final = RMSNorm(cfg.d_model)
-        self.lm_head = _linear(cfg.d_model, cfg.vocab_size)
+        self.lm_head = _linear(cfg.d_model, cfg.vocab_size, LMHead)
 
     def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
         """tokens (B, T) int64 -> logits (B, T, vocab_size); with ``targets`` (B, T), the loss
-        (:func:`token_loss`) instead, so that every wrapper around the model computes the same one."""
+        (:func:`token_loss`, or with ``cfg.fused_loss`` the same loss without the logits) instead, so that every
+        wrapper around the model computes the same one."""
         check_tokens(tokens, self.cfg)
+        if targets is not None:
+            if targets.shape != tokens.shape:
+                raise ValueError(f"targets must be shaped like the tokens {tuple(tokens.shape)}, got "
+                                 f"{tuple(targets.shape)}")
+            check_tokens(targets, self.cfg)
         x = self.token_embeddings(tokens)  # (B, T, d)
         levels = self.checkpoint_levels if torch.is_grad_enabled() else ()
-        logits = self.lm_head(self.ln_final(_run_blocks(self.layers, x, levels)))
+        hidden = self.ln_final(_run_blocks(self.layers, x, levels))  # (B, T, d)
         if targets is None:
-            return logits
-        if targets.shape != tokens.shape:
-            raise ValueError(f"targets must be shaped like the tokens {tuple(tokens.shape)}, got {tuple(targets.shape)}")
-        check_tokens(targets, self.cfg)
-        return token_loss(logits, targets)
+            return self.lm_head(hidden)
+        if self.cfg.fused_loss:
+            return self.lm_head(hidden, targets)
+        return token_loss(self.lm_head(hidden), targets)
+
+    @torch.no_grad()
+    def init_weights(self) -> None:
+        """Every parameter drawn again, in the order and the way the constructor draws them (the same seed gives
+        the same weights), and the rotary table recomputed: for a model built on the meta device and then given
+        memory (``model.to_empty(device=...)``), where nothing was drawn."""
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                module.reset_parameters()  # PyTorch's own draw in their constructors, which ours then replaces
+            init_module(module)
+
+    def set_fused_loss(self, fused: bool) -> None:
+        """The loss computed with or without the logits (:class:`LMHead`), the weights kept."""
+        self.cfg = replace(self.cfg, fused_loss=fused)
 
     def set_attention(self, name: str) -> None:
         """Every block's attention switched to implementation ``name`` (a :mod:`systems.attention` name), the
@@ -298,6 +360,8 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, sweep: bool = False,
     g.add_argument("--context-length", type=int, nargs=many, default=listed(context_length), help="tokens per sequence")
     g.add_argument("--attention", nargs=many, default=listed(attention), choices=available(),
                    help="attention implementation (systems.attention)")
+    g.add_argument("--fused-loss", action="store_true",
+                   help="compute the loss with the LM head, without the logits (systems.fused)")
     for name in OVERRIDABLE:
         g.add_argument("--" + name.replace("_", "-"), type=int, default=None, help=f"override the preset's {name}")
 
@@ -307,7 +371,7 @@ def models_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) 
     as_list = lambda v: v if isinstance(v, list) else [v]  # noqa: E731
     overrides = {k: getattr(args, k) for k in OVERRIDABLE if getattr(args, k) is not None}
     try:
-        models = [preset(s, args.edition, context_length=c, attention=a, **overrides)
+        models = [preset(s, args.edition, context_length=c, attention=a, fused_loss=args.fused_loss, **overrides)
                   for s, c, a in product(as_list(args.size), as_list(args.context_length), as_list(args.attention))]
     except ValueError as exc:
         parser.error(str(exc))

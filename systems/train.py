@@ -89,6 +89,8 @@ class TrainConfig:
     eps: float = option("AdamW epsilon", default=1e-8)
     weight_decay: float = option("AdamW decoupled weight decay", default=0.1)
     grad_clip: float = option("clip the global gradient norm to this (0: off)", default=1.0)
+    fused_adamw: bool = option("update with one Triton kernel per dtype group (systems.fused.FusedAdamW) instead of "
+                               "torch.optim.AdamW", default=False)
     max_bad_steps: int = option("skip up to this many steps whose loss or gradient norm is not finite", default=0)
     # data, checkpoints, logs
     data: str = option('"random" (seeded tokens), a .npy file of token ids, or a text file (read as bytes)',
@@ -172,7 +174,7 @@ class _Run:
         self.strategy = wrap(cfg.wrapper, self.model, zero1=cfg.zero1, compute_dtype=bf16,
                              bucket_size_mb=cfg.bucket_size_mb)
         adamw = dict(lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, weight_decay=cfg.weight_decay)
-        self.optimizer = self.strategy.optimizer(torch.optim.AdamW, **adamw)
+        self.optimizer = self.strategy.optimizer(_adamw_class(cfg.fused_adamw), **adamw)
         # the norm is measured even without clipping (0: an infinite bound): it guards the update
         self.train_step = TrainStep(self.strategy, self.optimizer, grad_accum=cfg.grad_accum, autocast=bf16,
                                     clip=cfg.grad_clip)
@@ -288,6 +290,14 @@ class _Run:
     def _log(self, record: dict[str, Any]) -> None:
         if self.cfg.log_file and self.rank == 0:
             append_line(self.cfg.log_file, dump_json(record), "log")
+
+
+def _adamw_class(fused: bool) -> type[torch.optim.Optimizer]:
+    if not fused:
+        return torch.optim.AdamW
+    from systems.fused import FusedAdamW  # Triton, imported where it is used
+
+    return FusedAdamW
 
 
 def summarize(records: list[dict[str, Any]], skip: int = 2) -> dict[str, float]:

@@ -22,6 +22,7 @@ from systems.attention import unavailable
 from systems.model import parameter_count
 from systems.parallel import NAMES, SHARDED
 from systems.scaling.parallel import memory_per_device
+from systems.triton_interpreter import triton_unavailable
 
 # Data streams are seeded with seed·1_000_003 + step, which the generator takes as an unsigned 64-bit number: the
 # seeds and step counts allowed keep it in range (2**40 steps is far past any run).
@@ -96,15 +97,17 @@ def check_launch(cfg: Any, world: int, group: bool) -> None:
 def memory_needed(cfg: Any, world: int) -> tuple[float, float]:
     """Bytes per rank that a step cannot do without: the state (fp32 weights, gradients and AdamW state, sharded as
     the wrapper shards them, and the rotary table the blocks share, context × head_dim fp32) and a floor under one
-    micro-batch's activations (its logits in fp32, as the loss upcasts them, and the input of every block or
-    checkpointed group, which the backward pass needs). What the blocks save inside comes on top of both."""
+    micro-batch's activations (its logits in fp32, as the loss upcasts them, unless the loss is fused, and the input
+    of every block or checkpointed group, which the backward pass needs). What the blocks save inside comes on top
+    of both."""
     model = cfg.model
     strategy = "FSDP" if cfg.wrapper in SHARDED else "ZeRO-1" if cfg.zero1 else "DP"
     rotary = model.context_length * model.head_dim * 4
     state = memory_per_device(parameter_count(model), strategy, world)["total"] + rotary
     tokens = cfg.global_batch_size // (world * cfg.grad_accum) * model.context_length
     kept_inputs = -(-model.num_layers // cfg.checkpoint_blocks) if cfg.checkpoint_blocks else model.num_layers
-    return state, tokens * 4 * (model.vocab_size + kept_inputs * model.d_model)
+    logits = 0 if model.fused_loss else model.vocab_size
+    return state, tokens * 4 * (logits + kept_inputs * model.d_model)
 
 
 def capacity(device: torch.device) -> float:
@@ -116,9 +119,15 @@ def capacity(device: torch.device) -> float:
 
 def check_machine(cfg: Any, device: torch.device, world: int) -> None:
     """Raise ValueError where this machine cannot run ``cfg`` on ``device``: the attention, the memory, the paths."""
-    why = unavailable(cfg.model.attention, device, torch.bfloat16 if cfg.bf16 else torch.float32, cfg.model.head_dim)
+    compute = torch.bfloat16 if cfg.bf16 else torch.float32
+    why = unavailable(cfg.model.attention, device, compute, cfg.model.head_dim)
     if why:
         raise ValueError(f"attention {cfg.model.attention!r} cannot run here: it {why}")
+    for wanted, what, dtype in ((cfg.model.fused_loss, "--fused-loss", compute),
+                                (cfg.fused_adamw, "--fused-adamw", torch.float32)):
+        why = triton_unavailable(device, dtype) if wanted else None
+        if why:
+            raise ValueError(f"{what} cannot run here: its Triton kernel {why}")
     (state, activations), room = memory_needed(cfg, world), capacity(device)
     if state + activations > room:
         micro = cfg.global_batch_size // (world * cfg.grad_accum)

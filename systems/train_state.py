@@ -135,7 +135,7 @@ def check_resumable(state: dict, path, settings: dict, model: torch.nn.Module, d
     _check_fields(state, path)
     saved = state["config"]["model"]
     differ = {k: (saved.get(k), v) for k, v in settings["model"].items()
-              if k not in ("attention", "name") and saved.get(k) != v}
+              if k not in ("attention", "fused_loss", "name") and saved.get(k) != v}
     if differ:
         raise ValueError(f"checkpoint {path} is of another model; differing fields (saved, requested): {differ}")
     _check_contents(state, path, model)

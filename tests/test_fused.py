@@ -358,3 +358,38 @@ def test_the_fused_kernels_compile_for_sm90(tmp_path):
         assert ptxas_report(ptx, tmp_path)[0] == 0, p_type
         # aligned tensors move in 16-byte accesses (the moments, fp32, always: 4 values a thread)
         assert aligned == bool(re.search(r"ld\.global(\.nc)?\.v4\.b32", ptx)), (p_type, aligned)
+
+
+# ---- in the model and the trainer ------------------------------------------------------------------------------
+
+def test_the_model_with_the_fused_loss_computes_the_same_loss_and_gradients():
+    from systems.model import TransformerLM, preset
+
+    torch.manual_seed(0)
+    model = TransformerLM(preset("tiny", vocab_size=300, context_length=32, attention="naive"))
+    tokens, targets = torch.randint(0, 300, (2, 32)), torch.randint(0, 300, (2, 32))
+    losses, grads = [], []
+    for fused in (False, True):
+        model.set_fused_loss(fused)
+        model.zero_grad(set_to_none=True)
+        loss = model(tokens, targets)
+        loss.backward()
+        losses.append(loss.detach())
+        grads.append([p.grad.clone() for p in model.parameters()])
+    assert_close(losses[1], losses[0], "loss", rtol=1e-6, atol=1e-6)
+    for (name, _), fused, plain in zip(model.named_parameters(), grads[1], grads[0]):
+        assert_close(fused, plain, name, rtol=1e-4, atol=1e-6)
+    assert model(tokens).shape == (2, 32, 300)  # without targets: the logits, fused or not
+
+
+def test_the_trainer_with_the_fused_loss_and_adamw_follows_the_plain_one():
+    from systems.model import preset
+    from systems.train import TrainConfig, train
+
+    def run(fused):
+        model = preset("tiny", context_length=16, attention="naive", fused_loss=fused)
+        return train(TrainConfig(model=model, global_batch_size=4, max_steps=4, fused_adamw=fused, progress=False,
+                                 device="cpu"))
+
+    plain, fused = run(False), run(True)
+    assert [r["loss"] for r in fused] == pytest.approx([r["loss"] for r in plain], rel=1e-5)

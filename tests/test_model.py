@@ -7,7 +7,7 @@ import torch
 
 from systems.attention import available, get_attention
 from systems.model import (PRESETS, ModelConfig, RMSNorm, RotaryEmbedding, SwiGLU, TransformerBlock, TransformerLM,
-                           parameter_count, preset)
+                           parameter_count, preset, preset_rows)
 
 TINY = dict(vocab_size=97, context_length=24, d_model=32, num_layers=2, num_heads=4, d_ff=48)
 
@@ -59,6 +59,32 @@ def test_presets_are_the_handout_table():
     for name, (d, ff, layers, heads) in table.items():
         c = PRESETS[name]
         assert (c.d_model, c.d_ff, c.num_layers, c.num_heads, c.vocab_size) == (d, ff, layers, heads, 10_000)
+
+
+def test_the_2026_leaderboard_model_is_its_handouts_and_outside_the_size_table():
+    cfg = preset("leaderboard-2026")
+    assert (cfg.vocab_size, cfg.context_length, cfg.d_model, cfg.d_ff, cfg.num_layers, cfg.num_heads) == \
+        (151_936, 32_768, 4096, 11_008, 34, 32)
+    # about 8.1 B parameters (the handout's figure): 2·V·d for embedding and head, 34 blocks of 4d² + 3·d·d_ff
+    assert round(parameter_count(cfg) / 1e9, 1) == 8.1
+    assert "leaderboard-2026" not in [row["size"] for row in preset_rows()]
+
+
+def test_a_model_built_on_the_meta_device_is_initialised_as_one_built_in_memory():
+    cfg = preset("tiny", vocab_size=97, context_length=24)
+    torch.manual_seed(5)
+    direct = TransformerLM(cfg)
+    with torch.device("meta"):
+        later = TransformerLM(cfg)
+    later.to_empty(device="cpu")
+    torch.manual_seed(5)
+    later.init_weights()
+    for (name, a), b in zip(direct.state_dict().items(), later.state_dict().values()):
+        assert torch.equal(a, b), name
+    rope, fresh = later.layers[0].attn.rope, direct.layers[0].attn.rope
+    assert torch.equal(rope.cos, fresh.cos) and torch.equal(rope.sin, fresh.sin)
+    tokens = torch.randint(0, 97, (2, 24))
+    torch.testing.assert_close(later(tokens), direct(tokens), rtol=0, atol=0)
 
 
 def test_bad_configs_and_inputs_raise():

@@ -22,11 +22,11 @@ PyTorch's, the anchors (:data:`PEERS`, peers.py):
 from __future__ import annotations
 
 import importlib
-import importlib.util
-import os
 from typing import Callable
 
 import torch
+
+from systems.triton_interpreter import triton_unavailable
 
 AttentionFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool], torch.Tensor]
 
@@ -68,13 +68,9 @@ def unavailable(name: str, device: torch.device, dtype: torch.dtype, head_dim: i
         if not MIN_HEAD_DIM <= head_dim <= MAX_HEAD_DIM:
             return f"takes head dims {MIN_HEAD_DIM}..{MAX_HEAD_DIM}, the model's is {head_dim}"
     if name == "flash_triton":
-        if importlib.util.find_spec("triton") is None:
-            return "needs Triton (pip install triton)"
-        interpreted = os.environ.get("TRITON_INTERPRET") == "1"
-        if device.type != "cuda" and not interpreted:
-            return f"needs a CUDA GPU (or TRITON_INTERPRET=1 to run in Triton's interpreter), not {device}"
-        if device.type == "cpu" and dtype == torch.bfloat16:
-            return "cannot compute bf16 in Triton's CPU interpreter (use fp32 on the CPU, or a GPU)"
+        why = triton_unavailable(device, dtype)
+        if why:
+            return why
     if name in ("sdpa_flash", "sdpa_cudnn"):
         q = torch.zeros(1, 1, 2, head_dim, device=device, dtype=dtype).normal_()
         try:

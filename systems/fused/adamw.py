@@ -160,7 +160,7 @@ class FusedAdamW(torch.optim.Optimizer):
             patch_index()
         param, grad = tensors[0][0], tensors[0][1]
         for quad in tensors:
-            if not all(t.is_contiguous() for t in quad):
+            if not all(_local(t).is_contiguous() for t in quad):
                 raise ValueError("FusedAdamW needs contiguous parameters, gradients and moments")
         addresses, numels, chunk_tensor, chunk_start = self._tables(param.device, tensors)
         lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
@@ -169,7 +169,7 @@ class FusedAdamW(torch.optim.Optimizer):
         scalars = torch.tensor([lr * decay, beta1, 1 - beta1, beta2, 1 - beta2, eps,
                                 lr / _fp32(correction1), _fp32(correction2 ** 0.5)],
                                dtype=torch.float64, device=param.device)
-        aligned = all(t.data_ptr() % 16 == 0 for quad in tensors for t in quad)
+        aligned = all(_local(t).data_ptr() % 16 == 0 for quad in tensors for t in quad)
         _adamw_kernel[(len(chunk_tensor),)](addresses, numels, chunk_tensor, chunk_start, scalars,
                                             P_TYPE=_TRITON_TYPES[param.dtype], G_TYPE=_TRITON_TYPES[grad.dtype],
                                             ALIGNED=aligned, CHUNK_SIZE=CHUNK, BLOCK=_BLOCK, num_warps=4)
@@ -177,7 +177,7 @@ class FusedAdamW(torch.optim.Optimizer):
     def _tables(self, device: torch.device, tensors: list[tuple[torch.Tensor, ...]]):
         """The kernel's tables: each tensor's four addresses and its length (new every step: a gradient may move),
         and which tensor and offset each chunk covers (kept while the lengths stay the same)."""
-        sizes = tuple(quad[0].numel() for quad in tensors)
+        sizes = tuple(_local(quad[0]).numel() for quad in tensors)
         key = (device, sizes)
         if key not in self._chunks:
             chunk_tensor = [i for i, n in enumerate(sizes) for _ in range(0, n, CHUNK)]
@@ -185,8 +185,15 @@ class FusedAdamW(torch.optim.Optimizer):
             self._chunks[key] = (torch.tensor(sizes, dtype=torch.int64, device=device),
                                  torch.tensor(chunk_tensor, dtype=torch.int32, device=device),
                                  torch.tensor(chunk_start, dtype=torch.int64, device=device))
-        addresses = torch.tensor([t.data_ptr() for quad in tensors for t in quad], dtype=torch.int64, device=device)
+        addresses = torch.tensor([_local(t).data_ptr() for quad in tensors for t in quad], dtype=torch.int64,
+                                 device=device)
         return (addresses, *self._chunks[key])
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """This rank's part of a sharded tensor (FSDP2's parameters are DTensors): AdamW is element by element, so
+    updating each rank's shard updates the whole."""
+    return t.to_local() if hasattr(t, "to_local") else t
 
 
 def _fp32(x: float) -> float:
