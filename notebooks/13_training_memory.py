@@ -31,7 +31,8 @@ from systems import figures, provenance, report
 from systems.bench.e2e import BenchConfig, sweep
 from systems.memory.checkpointing import best_group, nested_levels, nested_peak, one_level_peak
 from systems.memory.saved import SavedTensors, block_residuals
-from systems.model import RMSNorm, TransformerBlock, _run_blocks, parameter_count, preset
+from systems.model import RMSNorm, TransformerBlock, parameter_count, preset
+from systems.recompute import run_blocks
 from systems.profiling import block_memory, nsys
 
 profile = provenance.resolve_profile(profile)
@@ -228,7 +229,7 @@ report.glue("tm_trace_grad_words", report.pick(
 # its blocks with
 
 # %% tags=["nbval-check-output"]
-report.md("```python\n" + inspect.getsource(_run_blocks) + "```")
+report.md("```python\n" + inspect.getsource(run_blocks) + "```")
 report.md(f"`nested_levels({cfg.num_layers})` = `{nested_levels(cfg.num_layers)}`")
 
 # %% [markdown]

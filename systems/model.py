@@ -27,10 +27,10 @@ from itertools import product
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
 
 from systems.attention import available, get_attention
 from systems.nvtx import annotate
+from systems.recompute import RECOMPUTE, run_blocks
 
 
 @dataclass(frozen=True)
@@ -247,16 +247,23 @@ class TransformerLM(nn.Module):
     keeps only its input for the backward and runs its forward again there (``torch.utils.checkpoint``,
     non-reentrant). Gradients are the same; activation memory falls to the groups' inputs plus one group's
     residuals. A tuple of decreasing sizes nests the groups (``(16, 4, 1)``: groups of 16 blocks, inside each
-    recomputed group groups of 4, inside those single blocks); :mod:`systems.memory.checkpointing` says which."""
+    recomputed group groups of 4, inside those single blocks); :mod:`systems.memory.checkpointing` says which.
+    ``recompute="keep_attention"`` keeps attention's outputs through the recomputation (selective checkpointing:
+    the ops of :data:`systems.recompute.ATTENTION_OPS`, SDPA's back ends and, under ``torch.compile``, our Triton
+    attention's), so the
+    backward recomputes everything but the attention: more memory, less arithmetic."""
 
-    def __init__(self, cfg: ModelConfig, checkpoint_blocks: int | tuple[int, ...] = 0):
+    def __init__(self, cfg: ModelConfig, checkpoint_blocks: int | tuple[int, ...] = 0, recompute: str = "all"):
         super().__init__()
         levels = (checkpoint_blocks,) if isinstance(checkpoint_blocks, int) else tuple(checkpoint_blocks)
         levels = tuple(k for k in levels if k != 0)
         if any(not isinstance(k, int) or k < 0 for k in levels) or list(levels) != sorted(levels, reverse=True):
             raise ValueError(f"checkpoint_blocks must be a block count >= 0 or decreasing counts, got {checkpoint_blocks!r}")
+        if recompute not in RECOMPUTE:
+            raise ValueError(f"recompute must be one of {RECOMPUTE}, got {recompute!r}")
         self.cfg = cfg
         self.checkpoint_levels = levels
+        self.recompute = recompute
         self.token_embeddings = nn.Embedding(cfg.vocab_size, cfg.d_model)
         init_module(self.token_embeddings)
         # one rotary table for every block (the same positions everywhere): a table per block would cost
@@ -278,7 +285,7 @@ class TransformerLM(nn.Module):
             check_tokens(targets, self.cfg)
         x = self.token_embeddings(tokens)  # (B, T, d)
         levels = self.checkpoint_levels if torch.is_grad_enabled() else ()
-        hidden = self.ln_final(_run_blocks(self.layers, x, levels))  # (B, T, d)
+        hidden = self.ln_final(run_blocks(self.layers, x, levels, self.recompute))  # (B, T, d)
         if targets is None:
             return self.lm_head(hidden)
         if self.cfg.fused_loss:
@@ -312,18 +319,6 @@ def token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Mean next-token cross-entropy over every position, in fp32 whatever the logits' dtype: a bf16 log-softmax
     over a large vocabulary loses the loss's low digits. logits (B, T, V), targets (B, T) -> scalar."""
     return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
-
-
-def _run_blocks(blocks: nn.ModuleList, x: torch.Tensor, levels: tuple[int, ...]) -> torch.Tensor:
-    """The blocks in order; with ``levels``, each group of ``levels[0]`` blocks checkpointed, nesting the rest."""
-    if not levels:
-        for block in blocks:
-            x = block(x)
-        return x
-    k, inner = levels[0], levels[1:]
-    for start in range(0, len(blocks), k):
-        x = checkpoint(_run_blocks, blocks[start:start + k], x, inner, use_reentrant=False)
-    return x
 
 
 def check_tokens(tokens: torch.Tensor, cfg: ModelConfig) -> None:

@@ -58,6 +58,7 @@ from systems.interrupts import Interrupted, StopRequests
 from systems.model import (ModelConfig, TransformerLM, add_model_arguments, check_tokens, models_from_args,
                            parameter_count, preset)
 from systems.parallel import NAMES, TrainStep, wrap
+from systems.recompute import RECOMPUTE
 from systems.train_checks import check_launch, check_machine, check_settings
 
 WRAPPERS = NAMES
@@ -77,6 +78,8 @@ class TrainConfig:
     bf16: bool = option("bf16 autocast for forward and loss (weights and optimizer stay fp32); with fsdp and "
                         "fsdp2, weights are also gathered in bf16", default=False)
     checkpoint_blocks: int = option("recompute activations in groups of this many blocks (0: off)", default=0)
+    recompute: str = option("what the recomputation recomputes: every operation ('all'), or all but attention "
+                            "('keep_attention', whose outputs are kept)", default="all", choices=RECOMPUTE)
     # optimisation
     global_batch_size: int = option("sequences per optimizer step, over all ranks and micro-batches", default=8)
     grad_accum: int = option("micro-batches per step on each rank", default=1)
@@ -167,7 +170,7 @@ class _Run:
         self.n_params = parameter_count(cfg.model)
         torch.manual_seed(cfg.seed)  # the same initial weights on every rank (the wrappers broadcast them anyway)
         with torch.device(self.device):
-            self.model = TransformerLM(cfg.model, checkpoint_blocks=cfg.checkpoint_blocks)
+            self.model = TransformerLM(cfg.model, checkpoint_blocks=cfg.checkpoint_blocks, recompute=cfg.recompute)
         if ckpt:
             train_state.check_resumable(ckpt, cfg.resume, asdict(cfg), self.model, self.data.identity)
         bf16 = torch.bfloat16 if cfg.bf16 else None

@@ -7,10 +7,12 @@ import math
 import pytest
 import torch
 import torch.nn as nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from systems.memory.checkpointing import best_group, nested_levels, nested_peak, one_level_peak
 from systems.memory.saved import SavedTensors
 from systems.model import ModelConfig, TransformerLM
+from systems.recompute import ATTENTION_OPS
 
 B, T, D = 2, 16, 32
 
@@ -88,6 +90,35 @@ def test_checkpoint_settings_are_checked():
     for bad in (-1, (1, 2), (2, -1)):
         with pytest.raises(ValueError, match="checkpoint_blocks"):
             tiny(checkpoint_blocks=bad)
+    with pytest.raises(ValueError, match="recompute must be one of"):
+        tiny(checkpoint_blocks=1, recompute="some")
+
+
+class OpCounts(TorchDispatchMode):
+    """How many times each op runs inside the block."""
+
+    def __init__(self):
+        super().__init__()
+        self.counts: dict[str, int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.counts[func.name()] = self.counts.get(func.name(), 0) + 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_keeping_attention_through_the_recomputation_runs_it_once_with_the_same_gradients():
+    tokens = torch.randint(0, 61, (3, 12))
+    runs, grads = {}, {}
+    for blocks, recompute in ((0, "all"), (1, "all"), (1, "keep_attention")):
+        model = tiny(checkpoint_blocks=blocks, recompute=recompute)
+        model.set_attention("sdpa")
+        with OpCounts() as ops:
+            grads[blocks, recompute] = gradients(model, tokens)
+        runs[blocks, recompute] = sum(n for op, n in ops.counts.items()
+                                      if op in ATTENTION_OPS)  # the attention forward op, per block
+    assert runs == {(0, "all"): 4, (1, "all"): 8, (1, "keep_attention"): 4}
+    for a, b in zip(grads[0, "all"], grads[1, "keep_attention"]):
+        assert torch.equal(a, b)
 
 
 def test_one_level_of_checkpointing_on_paper():

@@ -1,0 +1,45 @@
+"""Activation checkpointing as the model runs it (2026 handout §3.2): blocks in groups whose forward runs again in the
+backward pass, nested where asked, and a selective policy that keeps attention's outputs through the recomputation.
+
+``run_blocks(blocks, x, levels)`` runs the blocks in order; with ``levels`` (decreasing group sizes) each group of
+``levels[0]`` blocks keeps only its input for the backward (``torch.utils.checkpoint``, non-reentrant), and inside
+a recomputed group the next level does the same. ``recompute="keep_attention"`` keeps the outputs of the ops in
+:data:`ATTENTION_OPS` (``torch.utils.checkpoint.create_selective_checkpoint_contexts``): the recomputation then
+runs every operation of the group but attention. :mod:`systems.memory.checkpointing` says what each choice keeps
+and costs on paper; :class:`systems.model.TransformerLM` takes the same arguments.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import torch.nn as nn
+from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+
+RECOMPUTE = ("all", "keep_attention")
+# the ops whose outputs "keep_attention" keeps: SDPA's back ends, and our Triton attention's forward op (the op a
+# compiled model runs; an eager call launches its kernels without an op, which the policy cannot see)
+ATTENTION_OPS = frozenset({"aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_cudnn_attention",
+                           "aten::_scaled_dot_product_efficient_attention",
+                           "aten::_scaled_dot_product_flash_attention_for_cpu", "systems::flash_fwd"})
+
+
+def _keep_attention(ctx, op, *args, **kwargs) -> CheckpointPolicy:
+    name = op.name() if hasattr(op, "name") else ""
+    return CheckpointPolicy.MUST_SAVE if name in ATTENTION_OPS else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def run_blocks(blocks: nn.ModuleList, x: torch.Tensor, levels: tuple[int, ...], recompute: str = "all"
+               ) -> torch.Tensor:
+    """The blocks in order; with ``levels``, each group of ``levels[0]`` blocks checkpointed, nesting the rest."""
+    if not levels:
+        for block in blocks:
+            x = block(x)
+        return x
+    k, inner = levels[0], levels[1:]
+    options = {} if recompute == "all" else {
+        "context_fn": functools.partial(create_selective_checkpoint_contexts, _keep_attention)}
+    for start in range(0, len(blocks), k):
+        x = checkpoint(run_blocks, blocks[start:start + k], x, inner, recompute, use_reentrant=False, **options)
+    return x
