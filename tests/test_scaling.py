@@ -209,3 +209,37 @@ def test_more_overlap_never_hurts_at_scale():
     for n in (2, 8, 64, 512):
         steps = {s: simulate_step(layers, n, net, s)["step"] for s in ("naive", "flat", "bucketed")}
         assert steps["bucketed"] <= steps["flat"] <= steps["naive"]
+
+
+# ---- the 2026 leaderboard's step planned for two GPUs ---------------------------------------------------------
+
+def test_the_leaderboard_plan_holds_what_fsdp_holds():
+    from systems.scaling.leaderboard import block_parameters, memory_per_gpu, root_parameters
+
+    cfg = preset("leaderboard-2026")
+    # independent arithmetic: 2·V·d + d outside the blocks, 34 blocks of 4d² + 3·d·d_ff + 2d
+    assert root_parameters(cfg) == 2 * 151_936 * 4096 + 4096
+    assert block_parameters(cfg) == 4 * 4096**2 + 3 * 4096 * 11_008 + 2 * 4096
+    fused = memory_per_gpu(cfg, 2, 2, recompute=True, fused_loss=True, block_bytes=6 * 2**30)
+    assert fused["state"] / 2**30 == pytest.approx(16 * 8.13e9 / 2 / 2**30, rel=2e-3)  # ≈ 60.6 GiB
+    assert fused["boundaries"] == 2 * 32_768 * 4096 * 34 and fused["loss"] == 2**30
+    assert fused["total"] == pytest.approx(sum(v for k, v in fused.items() if k != "total"))
+    unfused = memory_per_gpu(cfg, 2, 2, recompute=False, fused_loss=False, block_bytes=6 * 2**30)
+    assert unfused["loss"] == 10 * 32_768 * 151_936 and unfused["blocks"] == 34 * 6 * 2**30
+    with pytest.raises(ValueError, match="does not split"):
+        memory_per_gpu(cfg, 2, 3, recompute=True, fused_loss=True, block_bytes=0)
+
+
+def test_the_leaderboard_step_predicted_from_its_parts():
+    from systems.model import parameter_count
+    from systems.scaling.leaderboard import MeasuredParts, predicted_step
+
+    cfg = preset("tiny", num_layers=3)
+    parts = MeasuredParts(block_ms=30.0, forward_share=0.25, head_ms=12.0, adamw_ms_per_param=1e-6)
+    free = Cluster(Link(1e30, 0.0), Link(1e30, 0.0))  # communication that costs nothing
+    one = predicted_step(cfg, 1, parts, free)
+    assert one["compute"] == pytest.approx(3 * 0.030 + 0.012) and one["exposed"] == pytest.approx(0.0)
+    assert one["step"] == pytest.approx(one["compute"] + 1e-9 * parameter_count(cfg))
+    slow = Cluster(Link(1e6, 1e-3), Link(1e6, 1e-3))  # a slow link: the gathers show
+    two = predicted_step(cfg, 2, parts, slow)
+    assert two["exposed"] > 0 and two["optimizer"] == pytest.approx(one["optimizer"] / 2)

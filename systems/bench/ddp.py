@@ -24,7 +24,7 @@ import re
 import statistics
 import tempfile
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 import torch
@@ -191,29 +191,34 @@ def idle_ms(df: pd.DataFrame) -> float:
     return (df.end_ms.max() - df.start_ms.min()) - busy
 
 
-def _trace_worker(rank: int, world: int, cfg: DDPBenchConfig, runs: list[tuple[str, dict]]) -> list[dict]:
+def step_intervals(step: Callable[[], Any], device: torch.device) -> pd.DataFrame:
+    """The kernel intervals (:func:`intervals`) of one call of ``step``, profiled with ``torch.profiler``."""
     from torch.profiler import ProfilerActivity, profile
 
-    device = local_device()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    synchronize(device)
+    with profile(activities=activities) as prof:
+        step()
+        synchronize(device)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            return intervals(json.load(f))
+
+
+def _trace_worker(rank: int, world: int, cfg: DDPBenchConfig, runs: list[tuple[str, dict]]) -> list[dict]:
+    device = local_device()
     rows = []
     for variant, options in runs:
         trainer = _Trainer(cfg, variant, options, device)
         for _ in range(cfg.warmup):
             trainer.step()
-        synchronize(device)
-        with profile(activities=activities) as prof:
-            trainer.step()
-            synchronize(device)
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "trace.json")
-            prof.export_chrome_trace(path)
-            with open(path) as f:
-                df = intervals(json.load(f))
+        df = step_intervals(trainer.step, device)
         df.insert(0, "run", run_label(variant, options))
         df.insert(0, "rank", rank)
         rows += df.to_dict(orient="records")
-        del trainer, prof
+        del trainer
         free_memory()
     return rows
 

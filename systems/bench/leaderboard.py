@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 
 from systems.attention.peers import refused
 from systems.bench.flash_sweep import UNSUPPORTED, attention
-from systems.bench.timing import time_steps
+from systems.bench.timing import handout_ms
 from systems.cli import integer
 from systems.device import OOM, free_memory, is_oom, synchronize, timed
 
@@ -71,11 +71,7 @@ def leaderboard_ms(impl: str = "flash_triton", *, rep: int = 10000, warmup: int 
     step = None
     try:
         step = _step(impl, config, shape, dtype)
-        if torch.cuda.is_available():
-            import triton.testing
-
-            return triton.testing.do_bench(step, rep=rep, warmup=warmup)
-        return time_steps(step, warmup=1, steps=2).median_ms
+        return handout_ms(step, rep=rep, warmup=warmup)
     except RuntimeError as exc:
         if is_oom(exc):
             return OOM

@@ -3,7 +3,7 @@
 ``time_steps`` runs ``warmup`` untimed calls, then ``steps`` timed ones, each through
 :func:`systems.device.timed` (the device synchronised before and after, so the clock measures the GPU
 work and not only the kernel launches). ``summarize`` turns a list of times into the :class:`Timing`
-the tables show.
+the tables show. ``handout_ms`` times a step as the handouts' leaderboards do (``triton.testing.do_bench``).
 """
 
 from __future__ import annotations
@@ -64,3 +64,13 @@ def time_steps(
             step()
         times.append(t.ms)
     return summarize(times, warmup)
+
+
+def handout_ms(step: Callable[[], Any], *, rep: int, warmup: int) -> float:
+    """ms of one call of ``step`` as the handouts' leaderboards time it: ``triton.testing.do_bench`` (its mean over
+    ``rep`` ms of calls after ``warmup`` ms) on a GPU; on a CPU, for smoke runs, the median of two timed calls."""
+    if torch.cuda.is_available():
+        import triton.testing
+
+        return triton.testing.do_bench(step, rep=rep, warmup=warmup)
+    return time_steps(step, warmup=1, steps=2).median_ms

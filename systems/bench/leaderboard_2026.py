@@ -1,0 +1,334 @@
+"""The 2026 leaderboard's training step (handout §9) and its parts, each timed beside what plain PyTorch does.
+
+The model is :data:`systems.model.LEADERBOARD_2026` (8.1 B parameters, context 32,768, vocabulary 151,936); every
+function here takes smaller sizes for smoke runs. Each returns one row per variant: its time, what it achieves
+(TFLOP/s, model FLOPs utilisation against the GPU's dense bf16 peak, or bandwidth), and the memory it takes above
+what existed before the call (``extra_gib``: the peak during one call less what was allocated before it; the
+gradients a call returns count, since it makes them). A variant that does not fit is "OOM", one a back end refuses
+"unsupported".
+
+* :func:`head_and_loss`: the LM head and the loss over ``tokens`` tokens: eager (bf16 logits, the loss in fp32, as
+  the model computes it), the same under ``torch.compile``, and the fused kernel (:mod:`systems.fused`);
+* :func:`adamw_step`: one optimizer step over fp32 parameters shaped like the model's: PyTorch's for-each and
+  fused AdamW, and ours;
+* :func:`block_step`: one Transformer block, forward and backward, per attention, recomputation and compilation;
+* :func:`model_step`: the model with a number of its blocks, timed as the handout times the whole step (zero the
+  gradients, forward and loss, backward, optimizer step), each technique of the step switchable.
+
+Times are ``triton.testing.do_bench`` means, as the handout's harness takes them (:func:`~systems.bench.timing.handout_ms`).
+FLOPs follow :mod:`systems.flops` (a causal attention's masked half counted, as the PaLM convention does).
+
+    python -m systems.bench.leaderboard_2026 head --tokens 65536
+    python -m systems.bench.leaderboard_2026 model --layers 4 --attention sdpa_cudnn flash_triton
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass, replace
+from itertools import product
+from typing import Any, Callable, Iterable
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from systems.attention import available
+from systems.attention.peers import refused
+from systems.bench.flash_sweep import UNSUPPORTED
+from systems.bench.timing import handout_ms
+from systems.cli import integer
+from systems.device import OOM, free_memory, is_oom, synchronize
+from systems.flops import block_flops, mfu, model_flops
+from systems.model import LEADERBOARD_2026, ModelConfig, TransformerBlock, TransformerLM
+from systems.recompute import run_blocks
+
+GIB = 2**30
+HEAD_VARIANTS = ("eager", "compiled", "fused")
+ADAMW_VARIANTS = ("foreach", "torch fused", "ours")
+RECOMPUTE = ("none", "all", "keep_attention")  # of a block: no checkpoint, checkpointed, checkpointed keeping attention
+
+
+@dataclass
+class Step:
+    """What a point times: ``run`` one call; ``clear`` drops what a call leaves (gradients) before memory is read."""
+
+    run: Callable[[], Any]
+    clear: Callable[[], None] = lambda: None
+
+
+def device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def measure(make: Callable[[], Step], *, rep: int, warmup: int) -> dict[str, Any]:
+    """``make()``'s step timed and its extra memory read, or why it could not be: {"ms", "extra_gib"} with values,
+    or with "OOM" / "unsupported" in both. Everything the step holds is freed before the next point is built."""
+    step = None
+    try:
+        step = make()
+        ms = handout_ms(step.run, rep=rep, warmup=warmup)
+        return {"ms": ms, "extra_gib": _extra_bytes(step) / GIB if torch.cuda.is_available() else math.nan}
+    except RuntimeError as exc:
+        why = OOM if is_oom(exc) else UNSUPPORTED if refused(exc) else None
+        if why is None:
+            raise
+        return {"ms": why, "extra_gib": why}
+    finally:
+        del step
+        free_memory()
+
+
+def _extra_bytes(step: Step) -> float:
+    step.clear()
+    synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    step.run()
+    synchronize()
+    return torch.cuda.max_memory_allocated() - before
+
+
+def _achieved(flops: float, ms: float | str) -> dict[str, float]:
+    """TFLOP/s and MFU (against the GPU's dense bf16 peak) of ``flops`` done in ``ms`` (NaN where not timed)."""
+    if isinstance(ms, str):
+        return {"tflops": math.nan, "mfu": math.nan}
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else ""
+    return {"tflops": flops / ms / 1e9, "mfu": mfu(flops, ms / 1e3, gpu, "bf16") or math.nan}
+
+
+# ---- the LM head and the loss --------------------------------------------------------------------------------
+
+def _head_step(variant: str, tokens: int, cfg: ModelConfig, dtype: torch.dtype) -> Step:
+    where = device()
+    hidden = torch.randn(tokens, cfg.d_model, device=where, dtype=dtype, requires_grad=True)
+    weight = (torch.randn(cfg.vocab_size, cfg.d_model, device=where) / math.sqrt(cfg.d_model)).to(dtype)
+    weight.requires_grad_()
+    targets = torch.randint(0, cfg.vocab_size, (tokens,), device=where)
+    if variant == "fused":
+        from systems.fused import linear_cross_entropy
+
+        loss = lambda: linear_cross_entropy(hidden, weight, targets)  # noqa: E731
+    else:
+        # the model's own head and loss: logits in the weights' dtype, the loss over them in fp32
+        unfused = lambda h, w, t: F.cross_entropy((h @ w.T).float(), t)  # noqa: E731
+        if variant == "compiled":
+            unfused = torch.compile(unfused)
+        loss = lambda: unfused(hidden, weight, targets)  # noqa: E731
+
+    def clear():
+        hidden.grad = weight.grad = None
+
+    def run():
+        clear()
+        loss().backward()
+
+    return Step(run, clear)
+
+
+def head_and_loss(tokens: int = 2 * LEADERBOARD_2026.context_length, variants: Iterable[str] = HEAD_VARIANTS,
+                  cfg: ModelConfig = LEADERBOARD_2026, dtype: torch.dtype = torch.bfloat16, rep: int = 1000,
+                  warmup: int = 200) -> pd.DataFrame:
+    """The head and the loss, forward and backward (6·tokens·V·d FLOPs), per variant of :data:`HEAD_VARIANTS`;
+    ``gradients_gib``: what the two gradients it returns take, part of ``extra_gib``."""
+    flops = 6 * tokens * cfg.vocab_size * cfg.d_model
+    grads = (tokens + cfg.vocab_size) * cfg.d_model * torch.finfo(dtype).bits / 8 / GIB
+    rows = []
+    for variant in tqdm(list(variants), desc="head and loss"):
+        point = measure(lambda: _head_step(variant, tokens, cfg, dtype), rep=rep, warmup=warmup)
+        rows.append({"variant": variant, "tokens": tokens, "vocab": cfg.vocab_size, "d_model": cfg.d_model, **point,
+                     "gradients_gib": grads, **_achieved(flops, point["ms"])})
+    return pd.DataFrame(rows)
+
+
+# ---- AdamW ------------------------------------------------------------------------------------------------------
+
+def model_shapes(cfg: ModelConfig, params: int) -> list[torch.Size]:
+    """The shapes of the model's parameters, in order, as many as add up to at most ``params`` values (one at least)."""
+    with torch.device("meta"):
+        shapes = [p.shape for p in TransformerLM(cfg).parameters()]
+    kept, total = [], 0
+    for shape in shapes:
+        if kept and total + shape.numel() > params:
+            break
+        kept.append(shape)
+        total += shape.numel()
+    return kept
+
+
+def _adamw(variant: str, shapes: list[torch.Size]) -> Step:
+    where = device()
+    weights = [torch.nn.Parameter(torch.randn(s, device=where)) for s in shapes]
+    for w in weights:
+        w.grad = torch.randn_like(w)
+    options = dict(lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    if variant == "ours":
+        from systems.fused import FusedAdamW
+
+        optimizer = FusedAdamW(weights, **options)
+    else:
+        optimizer = torch.optim.AdamW(weights, **options, **({"fused": True} if variant == "torch fused" else
+                                                             {"foreach": True}))
+    optimizer.step()  # the moments exist before the timing
+    return Step(optimizer.step)
+
+
+def adamw_step(params: int = 10**9, variants: Iterable[str] = ADAMW_VARIANTS, cfg: ModelConfig = LEADERBOARD_2026,
+               rep: int = 1000, warmup: int = 200) -> pd.DataFrame:
+    """One AdamW step over fp32 parameters shaped like the model's first ``params`` values, per variant of
+    :data:`ADAMW_VARIANTS`; ``tb_per_s``: the 28 bytes each parameter's update must move (read the parameter, its
+    gradient and two moments; write three) over the time."""
+    shapes = model_shapes(cfg, params)
+    n = sum(s.numel() for s in shapes)
+    rows = []
+    for variant in tqdm(list(variants), desc="AdamW"):
+        point = measure(lambda: _adamw(variant, shapes), rep=rep, warmup=warmup)
+        ms = point["ms"]
+        rows.append({"variant": variant, "params": n, "tensors": len(shapes), **point,
+                     "tb_per_s": 28 * n / ms / 1e9 if isinstance(ms, float) else math.nan})
+    return pd.DataFrame(rows)
+
+
+# ---- one block -------------------------------------------------------------------------------------------------
+
+def _block(attention: str, recompute: str, compiled: bool, batch: int, cfg: ModelConfig, dtype: torch.dtype) -> Step:
+    where = device()
+    block = TransformerBlock(replace(cfg, attention=attention)).to(where, dtype)
+    x = torch.randn(batch, cfg.context_length, cfg.d_model, device=where, dtype=dtype, requires_grad=True)
+    dy = torch.randn_like(x)
+    blocks = torch.nn.ModuleList([block])
+    if recompute == "none":
+        forward = block
+    else:
+        forward = lambda x: run_blocks(blocks, x, (1,), recompute)  # noqa: E731
+    if compiled:
+        forward = torch.compile(forward)
+
+    def clear():
+        block.zero_grad(set_to_none=True)
+        x.grad = None
+
+    def run():
+        clear()
+        forward(x).backward(dy)
+
+    return Step(run, clear)
+
+
+def block_step(attentions: Iterable[str] = ("sdpa_cudnn", "flash_triton"), recomputes: Iterable[str] = RECOMPUTE,
+               compiled: Iterable[bool] = (False, True), batch: int = 2, cfg: ModelConfig = LEADERBOARD_2026,
+               dtype: torch.dtype = torch.bfloat16, rep: int = 1000, warmup: int = 200) -> pd.DataFrame:
+    """One block forward and backward on ``batch`` sequences of the context, bf16 weights, per attention,
+    recomputation (:data:`RECOMPUTE`) and compilation; MFU counts the model's FLOPs, not the recomputation's."""
+    flops = 3 * batch * cfg.context_length * block_flops(cfg)
+    rows = []
+    for attention, recompute, comp in tqdm(list(product(attentions, recomputes, compiled)), desc="block"):
+        point = measure(lambda: _block(attention, recompute, comp, batch, cfg, dtype), rep=rep, warmup=warmup)
+        rows.append({"attention": attention, "recompute": recompute, "compiled": comp, "batch": batch,
+                     "context": cfg.context_length, **point, **_achieved(flops, point["ms"])})
+    return pd.DataFrame(rows)
+
+
+# ---- the step --------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Recipe:
+    """How the step is made: each technique switchable (the plain-PyTorch recipe: SDPA's cuDNN attention, the
+    unfused head compiled with the model, PyTorch's fused AdamW, the same recomputation)."""
+
+    attention: str = "flash_triton"
+    fused_loss: bool = True
+    fused_adamw: bool = True
+    recompute: str = "all"  # of every block: "none", "all" or "keep_attention"
+    compiled: bool = True
+
+    @property
+    def label(self) -> str:
+        return (f"{self.attention}, loss {'fused' if self.fused_loss else 'unfused'}, "
+                f"AdamW {'ours' if self.fused_adamw else 'torch fused'}, recompute {self.recompute}, "
+                f"{'compiled' if self.compiled else 'eager'}")
+
+
+PLAIN = Recipe(attention="sdpa_cudnn", fused_loss=False, fused_adamw=False)
+
+
+def build_model(cfg: ModelConfig, recipe: Recipe, where: torch.device, dtype: torch.dtype = torch.bfloat16
+                ) -> TransformerLM:
+    """The model of ``cfg`` for ``recipe``, built on the meta device and given memory on ``where`` in ``dtype``."""
+    cfg = replace(cfg, attention=recipe.attention, fused_loss=recipe.fused_loss)
+    with torch.device("meta"):
+        model = TransformerLM(cfg, checkpoint_blocks=0 if recipe.recompute == "none" else 1,
+                              recompute="all" if recipe.recompute == "none" else recipe.recompute)
+    model.to_empty(device=where)
+    model.init_weights()
+    return model.to(dtype)
+
+
+def adamw_for(recipe: Recipe) -> tuple[type[torch.optim.Optimizer], dict[str, Any]]:
+    """The optimizer class and options of the recipe: ours, or PyTorch's fused AdamW (its for-each one on a CPU)."""
+    options = dict(lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    if recipe.fused_adamw:
+        from systems.fused import FusedAdamW
+
+        return FusedAdamW, options
+    return torch.optim.AdamW, {**options, "fused": torch.cuda.is_available()}
+
+
+def _model(cfg: ModelConfig, recipe: Recipe, batch: int, dtype: torch.dtype) -> Step:
+    where = device()
+    model = build_model(cfg, recipe, where, dtype)
+    adamw, options = adamw_for(recipe)
+    optimizer = adamw(model.parameters(), **options)
+    tokens, targets = torch.randint(0, cfg.vocab_size, (2, batch, cfg.context_length), device=where)
+    forward = torch.compile(model) if recipe.compiled else model
+
+    def run():  # the handout's step: zero the gradients, forward and loss, backward, optimizer step
+        optimizer.zero_grad(set_to_none=True)
+        forward(tokens, targets).backward()
+        optimizer.step()
+
+    return Step(run, lambda: optimizer.zero_grad(set_to_none=True))
+
+
+def model_step(layers: Iterable[int], recipes: Iterable[Recipe] = (Recipe(), PLAIN), batch: int = 2,
+               cfg: ModelConfig = LEADERBOARD_2026, dtype: torch.dtype = torch.bfloat16, rep: int = 3000,
+               warmup: int = 1000) -> pd.DataFrame:
+    """The step of the model with ``layers`` of its blocks (weights and gradients in ``dtype``), per recipe: time,
+    MFU of the model's FLOPs (3 × forward), peak memory above what existed before the step."""
+    rows = []
+    for n, recipe in tqdm(list(product(layers, recipes)), desc="model step"):
+        reduced = replace(cfg, num_layers=n)
+        point = measure(lambda: _model(reduced, recipe, batch, dtype), rep=rep, warmup=warmup)
+        rows.append({"layers": n, "recipe": recipe.label, **vars(recipe), "batch": batch, **point,
+                     **_achieved(model_flops(reduced, batch, "train"), point["ms"])})
+    return pd.DataFrame(rows)
+
+
+def main(argv: list[str] | None = None) -> pd.DataFrame:
+    p = argparse.ArgumentParser(prog="python -m systems.bench.leaderboard_2026", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("part", choices=("head", "adamw", "block", "model"))
+    p.add_argument("--tokens", type=integer(1), default=2 * LEADERBOARD_2026.context_length)
+    p.add_argument("--params", type=integer(1), default=10**9)
+    p.add_argument("--layers", type=integer(1), nargs="+", default=[2])
+    p.add_argument("--attention", nargs="+", default=["sdpa_cudnn", "flash_triton"], choices=available())
+    p.add_argument("--rep", type=integer(1), default=1000, help="do_bench's time of repetitions, ms")
+    a = p.parse_args(argv)
+    warmup = max(1, a.rep // 5)
+    if a.part == "head":
+        df = head_and_loss(a.tokens, rep=a.rep, warmup=warmup)
+    elif a.part == "adamw":
+        df = adamw_step(a.params, rep=a.rep, warmup=warmup)
+    elif a.part == "block":
+        df = block_step(a.attention, rep=a.rep, warmup=warmup)
+    else:
+        recipes = [replace(Recipe(), attention=att) for att in a.attention] + [PLAIN]
+        df = model_step(a.layers, recipes, rep=a.rep, warmup=warmup)
+    print(df.to_string(index=False))
+    return df
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""The 2026 leaderboard's step and its parts (systems.bench.leaderboard_2026, systems.bench.leaderboard_step) run
+end to end at toy sizes: on a CPU the one-GPU parts, and the whole step sharded over two processes joined by gloo,
+with every technique the GPU run uses (FSDP2 and our FSDP, the Triton attention, the fused loss and AdamW, the
+recomputation) against the plain-PyTorch recipe on the same weights."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from systems.bench import leaderboard_2026 as parts
+from systems.bench import leaderboard_step as whole
+from systems.model import LEADERBOARD_2026
+
+TINY = replace(LEADERBOARD_2026, vocab_size=300, context_length=32, d_model=64, d_ff=96, num_heads=4, num_layers=2)
+
+
+def test_the_parts_run_and_report_every_variant():
+    head = parts.head_and_loss(64, cfg=TINY, dtype=torch.float32, rep=1, warmup=1)
+    assert head.variant.tolist() == list(parts.HEAD_VARIANTS) and (head.ms > 0).all()
+    assert head.gradients_gib.iloc[0] == pytest.approx((64 + 300) * 64 * 4 / 2**30)
+    adamw = parts.adamw_step(30_000, cfg=TINY, rep=1, warmup=1)
+    assert adamw.variant.tolist() == list(parts.ADAMW_VARIANTS) and (adamw.tb_per_s > 0).all()
+    assert adamw.params.iloc[0] == 300 * 64 + 64 + 2 * 64 * 64  # the embedding, a norm, the first two projections
+    block = parts.block_step(["sdpa"], compiled=[False], cfg=TINY, dtype=torch.float32, rep=1, warmup=1)
+    assert block.recompute.tolist() == list(parts.RECOMPUTE) and (block.ms > 0).all()
+    step = parts.model_step([1], [replace(parts.Recipe(), compiled=False), replace(parts.PLAIN, attention="sdpa",
+                                                                                   compiled=False)],
+                            cfg=TINY, dtype=torch.float32, rep=1, warmup=1)
+    assert len(step) == 2 and all(isinstance(ms, float) and ms > 0 for ms in step.ms)
+
+
+def test_a_point_that_does_not_fit_is_a_row_that_says_so():
+    huge = replace(TINY, vocab_size=2**40)  # a weight of 2^46 values: no machine allocates it
+    head = parts.head_and_loss(8, ["eager"], cfg=huge, dtype=torch.float32, rep=1, warmup=1)
+    assert head.ms.tolist() == ["OOM"] and head.extra_gib.tolist() == ["OOM"]
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("sharding", whole.SHARDINGS)
+def test_the_whole_step_runs_sharded_on_two_processes_and_agrees_with_the_plain_recipe(sharding):
+    rows = [whole.launched(2, whole.TOY, whole.on_this_machine(recipe), sharding, batch=2, rep=1, warmup=1,
+                           trace=True, timeout_s=600)
+            for recipe in (parts.Recipe(), parts.PLAIN)]
+    ours, plain = rows
+    for row in rows:
+        assert isinstance(row["ms"], float) and row["ms"] > 0 and row["gpus"] == 2
+        assert len(row["peak_gib_per_rank"]) == 2 and row["trace"]
+        assert abs(row["first_loss"] - math.log(whole.TOY.vocab_size)) < 1.0  # near chance for a fresh model
+    # the same weights, two ways to compute the step: Triton attention, fused loss and AdamW against SDPA,
+    # unfused loss and PyTorch's AdamW
+    assert ours["first_loss"] == pytest.approx(plain["first_loss"], rel=1e-5)
+
+
+@pytest.mark.distributed
+def test_the_command_that_runs_it_on_two_gpus_runs_on_two_processes(tmp_path):
+    out = tmp_path / "step.json"
+    torchrun = Path(sys.executable).parent / "torchrun"
+    run = subprocess.run([str(torchrun), "--nproc_per_node", "2", "-m", "systems.bench.leaderboard_step", "--toy",
+                          "--sharding", "fsdp2", "--rep", "1", "--warmup", "0", "--json", str(out)],
+                         env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    (row,) = json.loads(out.read_text())
+    assert row["sharding"] == "fsdp2" and row["layers"] == whole.TOY.num_layers and row["ms"] > 0
+
+
+def test_the_command_outside_torchrun_says_how_to_start_it():
+    run = subprocess.run([sys.executable, "-m", "systems.bench.leaderboard_step", "--toy"], capture_output=True,
+                         text=True, timeout=120, env={k: v for k, v in os.environ.items()
+                                                     if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")})
+    assert run.returncode == 2 and "start it with torchrun" in run.stderr
