@@ -12,6 +12,10 @@ Conventions, stated once and used by every table that reports TFLOP/s or MFU:
   which counts causal attention's masked half too). The backward costs 2× the forward, a training step 3×.
 * MFU is model FLOPs per second over the accelerator's dense peak for the dtype the matrix products run
   in (:mod:`systems.hardware`): fp32 is the CUDA cores' peak, bf16 and fp16 the tensor cores'.
+* :func:`step_flops` counts a training step as the attention tables count attention: only the visible half of
+  a causal score matrix, its backward 2.5× its forward (matrix products as above). At long contexts the two
+  conventions part: the 2026 leaderboard's step is 5.04 PFLOP this way, 6.6 PFLOP the PaLM way. The leaderboard
+  chapters use this one, the convention the handout's figures for that step use, and say so.
 """
 
 from __future__ import annotations
@@ -68,3 +72,15 @@ def mfu(flops: float, seconds: float, device_name: str, dtype: str) -> float | N
     """Model FLOPs utilisation: achieved FLOP/s over the peak (None where the accelerator is not known)."""
     peak = peak_flops(device_name, dtype)
     return flops / seconds / peak if peak else None
+
+
+def step_flops(cfg: ModelConfig, batch: int, context_length: int | None = None) -> dict[str, float]:
+    """FLOPs of one training step of ``batch`` sequences, by part: the matrix products of the blocks and of the head
+    (6 per weight per token: forward 2, backward 4) and causal attention's visible half (forward and backward,
+    :func:`attention_flops`); ``total`` is their sum."""
+    T = context_length or cfg.context_length
+    tokens = batch * T
+    blocks = 6 * tokens * cfg.num_layers * (4 * cfg.d_model**2 + 3 * cfg.d_model * cfg.d_ff)
+    head = 6 * tokens * cfg.d_model * cfg.vocab_size
+    attention = cfg.num_layers * attention_flops(T, T, cfg.head_dim, batch * cfg.num_heads, True, "fwd_bwd")
+    return {"blocks": blocks, "head": head, "attention": attention, "total": blocks + head + attention}

@@ -98,12 +98,25 @@ def test_a_target_outside_the_vocabulary_makes_the_loss_nan_not_a_wrong_number()
         assert loss.isnan(), bad
 
 
-def test_a_second_backward_is_refused_in_words():
+def test_a_second_backward_is_refused_not_a_wrong_gradient():
+    # the gradients made in the forward are scaled in place by the first backward: autograd's version check refuses
+    # to use them again, naming the op
     h = torch.randn(3, 4, requires_grad=True)
     loss = linear_cross_entropy(h, torch.randn(10, 4), torch.tensor([1, 2, 3]))
     loss.backward(retain_graph=True)
-    with pytest.raises(RuntimeError, match="computes its gradients once"):
+    with pytest.raises(RuntimeError, match="modified by an inplace operation.*linear_cross_entropy"):
         loss.backward()
+
+
+def test_the_op_passes_pytorchs_custom_op_checks():
+    from systems.fused.cross_entropy import _loss_and_grads
+
+    hidden, weight = torch.randn(5, 8, requires_grad=True), torch.randn(20, 8, requires_grad=True)
+    args = (hidden, weight, torch.randint(0, 20, (5,)), -100, True, torch.float32, 2, True, True)
+    # the schema, the fake implementation against the real one, and autograd's registration (not the gradient's
+    # numerics, which the tests above check against F.cross_entropy: the op's extra outputs carry no gradient)
+    torch.library.opcheck(_loss_and_grads, args, test_utils=("test_schema", "test_faketensor",
+                                                             "test_autograd_registration"))
 
 
 @pytest.mark.parametrize("call, words", [

@@ -35,13 +35,13 @@ def test_the_parts_run_and_report_every_variant():
     step = parts.model_step([1], [replace(parts.Recipe(), compiled=False), replace(parts.PLAIN, attention="sdpa",
                                                                                    compiled=False)],
                             cfg=TINY, dtype=torch.float32, rep=1, warmup=1)
-    assert len(step) == 2 and all(isinstance(ms, float) and ms > 0 for ms in step.ms)
+    assert len(step) == 2 and (step.status == "ok").all() and (step.ms > 0).all()
 
 
 def test_a_point_that_does_not_fit_is_a_row_that_says_so():
     huge = replace(TINY, vocab_size=2**40)  # a weight of 2^46 values: no machine allocates it
     head = parts.head_and_loss(8, ["eager"], cfg=huge, dtype=torch.float32, rep=1, warmup=1)
-    assert head.ms.tolist() == ["OOM"] and head.extra_gib.tolist() == ["OOM"]
+    assert head.status.tolist() == ["OOM"] and head.ms.isna().all() and head.extra_gib.isna().all()
 
 
 @pytest.mark.distributed
@@ -52,7 +52,7 @@ def test_the_whole_step_runs_sharded_on_two_processes_and_agrees_with_the_plain_
             for recipe in (parts.Recipe(), parts.PLAIN)]
     ours, plain = rows
     for row in rows:
-        assert isinstance(row["ms"], float) and row["ms"] > 0 and row["gpus"] == 2
+        assert row["status"] == "ok" and row["ms"] > 0 and row["gpus"] == 2
         assert len(row["peak_gib_per_rank"]) == 2 and row["trace"]
         assert abs(row["first_loss"] - math.log(whole.TOY.vocab_size)) < 1.0  # near chance for a fresh model
     # the same weights, two ways to compute the step: Triton attention, fused loss and AdamW against SDPA,

@@ -4,8 +4,8 @@ The model is :data:`systems.model.LEADERBOARD_2026` (8.1 B parameters, context 3
 function here takes smaller sizes for smoke runs. Each returns one row per variant: its time, what it achieves
 (TFLOP/s, model FLOPs utilisation against the GPU's dense bf16 peak, or bandwidth), and the memory it takes above
 what existed before the call (``extra_gib``: the peak during one call less what was allocated before it; the
-gradients a call returns count, since it makes them). A variant that does not fit is "OOM", one a back end refuses
-"unsupported".
+gradients a call returns count, since it makes them). A variant that does not fit has the status "OOM", one a back
+end refuses "unsupported", and no numbers.
 
 * :func:`head_and_loss`: the LM head and the loss over ``tokens`` tokens: eager (bf16 logits, the loss in fp32, as
   the model computes it), the same under ``torch.compile``, and the fused kernel (:mod:`systems.fused`);
@@ -16,7 +16,7 @@ gradients a call returns count, since it makes them). A variant that does not fi
   gradients, forward and loss, backward, optimizer step), each technique of the step switchable.
 
 Times are ``triton.testing.do_bench`` means, as the handout's harness takes them (:func:`~systems.bench.timing.handout_ms`).
-FLOPs follow :mod:`systems.flops` (a causal attention's masked half counted, as the PaLM convention does).
+FLOPs are :func:`systems.flops.step_flops`'s: causal attention's visible half, its backward 2.5× its forward.
 
     python -m systems.bench.leaderboard_2026 head --tokens 65536
     python -m systems.bench.leaderboard_2026 model --layers 4 --attention sdpa_cudnn flash_triton
@@ -41,7 +41,7 @@ from systems.bench.flash_sweep import UNSUPPORTED
 from systems.bench.timing import handout_ms
 from systems.cli import integer
 from systems.device import OOM, free_memory, is_oom, synchronize
-from systems.flops import block_flops, mfu, model_flops
+from systems.flops import mfu, step_flops
 from systems.model import LEADERBOARD_2026, ModelConfig, TransformerBlock, TransformerLM
 from systems.recompute import run_blocks
 
@@ -64,18 +64,19 @@ def device() -> torch.device:
 
 
 def measure(make: Callable[[], Step], *, rep: int, warmup: int) -> dict[str, Any]:
-    """``make()``'s step timed and its extra memory read, or why it could not be: {"ms", "extra_gib"} with values,
-    or with "OOM" / "unsupported" in both. Everything the step holds is freed before the next point is built."""
+    """``make()``'s step timed and its extra memory read: {"status": "ok", "ms", "extra_gib"}, or the status saying
+    why not ("OOM", "unsupported") with NaN values. Everything the step holds is freed before the next point."""
     step = None
     try:
         step = make()
         ms = handout_ms(step.run, rep=rep, warmup=warmup)
-        return {"ms": ms, "extra_gib": _extra_bytes(step) / GIB if torch.cuda.is_available() else math.nan}
+        return {"status": "ok", "ms": ms,
+                "extra_gib": _extra_bytes(step) / GIB if torch.cuda.is_available() else math.nan}
     except RuntimeError as exc:
         why = OOM if is_oom(exc) else UNSUPPORTED if refused(exc) else None
         if why is None:
             raise
-        return {"ms": why, "extra_gib": why}
+        return {"status": why, "ms": math.nan, "extra_gib": math.nan}
     finally:
         del step
         free_memory()
@@ -91,9 +92,9 @@ def _extra_bytes(step: Step) -> float:
     return torch.cuda.max_memory_allocated() - before
 
 
-def _achieved(flops: float, ms: float | str) -> dict[str, float]:
+def _achieved(flops: float, ms: float) -> dict[str, float]:
     """TFLOP/s and MFU (against the GPU's dense bf16 peak) of ``flops`` done in ``ms`` (NaN where not timed)."""
-    if isinstance(ms, str):
+    if math.isnan(ms):
         return {"tflops": math.nan, "mfu": math.nan}
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else ""
     return {"tflops": flops / ms / 1e9, "mfu": mfu(flops, ms / 1e3, gpu, "bf16") or math.nan}
@@ -186,8 +187,7 @@ def adamw_step(params: int = 10**9, variants: Iterable[str] = ADAMW_VARIANTS, cf
     for variant in tqdm(list(variants), desc="AdamW"):
         point = measure(lambda: _adamw(variant, shapes), rep=rep, warmup=warmup)
         ms = point["ms"]
-        rows.append({"variant": variant, "params": n, "tensors": len(shapes), **point,
-                     "tb_per_s": 28 * n / ms / 1e9 if isinstance(ms, float) else math.nan})
+        rows.append({"variant": variant, "params": n, "tensors": len(shapes), **point, "tb_per_s": 28 * n / ms / 1e9})
     return pd.DataFrame(rows)
 
 
@@ -221,8 +221,10 @@ def block_step(attentions: Iterable[str] = ("sdpa_cudnn", "flash_triton"), recom
                compiled: Iterable[bool] = (False, True), batch: int = 2, cfg: ModelConfig = LEADERBOARD_2026,
                dtype: torch.dtype = torch.bfloat16, rep: int = 1000, warmup: int = 200) -> pd.DataFrame:
     """One block forward and backward on ``batch`` sequences of the context, bf16 weights, per attention,
-    recomputation (:data:`RECOMPUTE`) and compilation; MFU counts the model's FLOPs, not the recomputation's."""
-    flops = 3 * batch * cfg.context_length * block_flops(cfg)
+    recomputation (:data:`RECOMPUTE`) and compilation; MFU counts the block's FLOPs (:func:`systems.flops.step_flops`),
+    not the recomputation's."""
+    one = step_flops(replace(cfg, num_layers=1), batch)
+    flops = one["blocks"] + one["attention"]
     rows = []
     for attention, recompute, comp in tqdm(list(product(attentions, recomputes, compiled)), desc="block"):
         point = measure(lambda: _block(attention, recompute, comp, batch, cfg, dtype), rep=rep, warmup=warmup)
@@ -296,13 +298,13 @@ def model_step(layers: Iterable[int], recipes: Iterable[Recipe] = (Recipe(), PLA
                cfg: ModelConfig = LEADERBOARD_2026, dtype: torch.dtype = torch.bfloat16, rep: int = 3000,
                warmup: int = 1000) -> pd.DataFrame:
     """The step of the model with ``layers`` of its blocks (weights and gradients in ``dtype``), per recipe: time,
-    MFU of the model's FLOPs (3 × forward), peak memory above what existed before the step."""
+    MFU of the step's FLOPs (:func:`systems.flops.step_flops`), memory above what existed before the step."""
     rows = []
     for n, recipe in tqdm(list(product(layers, recipes)), desc="model step"):
         reduced = replace(cfg, num_layers=n)
         point = measure(lambda: _model(reduced, recipe, batch, dtype), rep=rep, warmup=warmup)
         rows.append({"layers": n, "recipe": recipe.label, **vars(recipe), "batch": batch, **point,
-                     **_achieved(model_flops(reduced, batch, "train"), point["ms"])})
+                     **_achieved(step_flops(reduced, batch)["total"], point["ms"])})
     return pd.DataFrame(rows)
 
 

@@ -34,7 +34,7 @@ from systems.bench.ddp import idle_ms, overlap_ms, step_intervals
 from systems.bench.leaderboard_2026 import PLAIN, Recipe, adamw_for
 from systems.cli import integer
 from systems.device import is_oom, local_device, synchronize, timed
-from systems.flops import mfu, model_flops
+from systems.flops import mfu, step_flops
 from systems.model import LEADERBOARD_2026, ModelConfig, TransformerLM
 from systems.parallel import TrainStep, wrap
 
@@ -107,11 +107,12 @@ def _worker(rank: int, world: int, cfg: ModelConfig, recipe: Recipe, sharding: s
     except (torch.OutOfMemoryError, RuntimeError) as exc:
         if not is_oom(exc):
             raise
-        return {**row, "ms": "OOM"}
+        return {**row, "status": "OOM"}
     peaks = [None] * world
     dist.all_gather_object(peaks, torch.cuda.max_memory_allocated() / 2**30 if on_gpu else None)
     gpu = torch.cuda.get_device_name() if on_gpu else ""
-    row |= {"ms": ms, "peak_gib_per_rank": peaks, "mfu": mfu(model_flops(cfg, batch) / world, ms / 1e3, gpu, "bf16")}
+    row |= {"status": "ok", "ms": ms, "peak_gib_per_rank": peaks,
+            "mfu": mfu(step_flops(cfg, batch)["total"] / world, ms / 1e3, gpu, "bf16")}
     if trace:
         kernels = step_intervals(run, where)
         row |= {"overlap_ms": overlap_ms(kernels), "idle_ms": idle_ms(kernels),

@@ -15,7 +15,8 @@ most :data:`CHUNK_BYTES` of logits each; for a chunk c
 3. ``dh_c = dlogits W`` and ``dW += dlogitsᵀ h_c``, two more products.
 
 So the gradients are computed in the forward pass, with the loss: the loss is the last thing a training step
-computes and its backward follows at once, which then only scales them by the incoming gradient. The products are
+computes and its backward follows at once, which then only scales them by the incoming gradient. The whole is one
+custom op, ``systems::linear_cross_entropy``, which ``torch.compile`` calls as it is. The products are
 the three an unfused head runs (6·N·V·d FLOPs); what changes is memory: one chunk of logits instead of all of them,
 which the row kernel reads twice and writes once.
 
@@ -99,40 +100,52 @@ def _accumulate(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
         out[rows] += a[rows] @ b
 
 
-class LinearCrossEntropy(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, ignore_index: int,
-                reduction: str, compute: torch.dtype, chunk_tokens: int, wanted: tuple[bool, bool]) -> torch.Tensor:
-        h, w = hidden.to(compute), weight.to(compute)  # (N, d), (V, d)
-        n = h.shape[0]
-        counted = (targets != ignore_index).sum()
-        # the gradient's scale as a device scalar: the mean's divisor is not known on the host without a sync
-        scale = (1.0 / counted.float() if reduction == "mean" else torch.ones((), device=h.device)).reshape(1)
-        losses = torch.empty(n, device=h.device, dtype=torch.float32)
-        d_hidden = torch.empty_like(hidden) if wanted[0] else None
-        d_weight = torch.zeros_like(weight) if wanted[1] else None
-        grad = any(wanted)
-        for start in range(0, n, chunk_tokens):
-            rows = slice(start, start + chunk_tokens)
-            logits = h[rows] @ w.T  # (c, V)
-            losses[rows] = _rows_to_loss_and_grad(logits, targets[rows], scale, ignore_index, grad)
-            if d_hidden is not None:
-                d_hidden[rows] = logits @ w  # (c, d)
-            if d_weight is not None:
-                _accumulate(d_weight, logits.T, h[rows])  # (V, d)
-        ctx.grads = (d_hidden, d_weight)
-        total = losses.sum()
-        return total * scale[0] if reduction == "mean" else total
+@torch.library.custom_op("systems::linear_cross_entropy", mutates_args=())
+def _loss_and_grads(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, ignore_index: int, mean: bool,
+                    compute: torch.dtype, chunk_tokens: int, grad_hidden: bool, grad_weight: bool
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The loss and, where asked, the gradients of ``hidden`` (N, d) and ``weight`` (V, d) (else empty tensors). An
+    op of its own: the compiler calls it whole, as it calls cuBLAS, instead of tracing into the chunks."""
+    h, w = hidden.to(compute), weight.to(compute)  # (N, d), (V, d)
+    n = h.shape[0]
+    counted = (targets != ignore_index).sum()
+    # the gradient's scale as a device scalar: the mean's divisor is not known on the host without a sync
+    scale = (1.0 / counted.float() if mean else torch.ones((), device=h.device)).reshape(1)
+    losses = torch.empty(n, device=h.device, dtype=torch.float32)
+    d_hidden = torch.empty_like(hidden) if grad_hidden else hidden.new_empty(0)
+    d_weight = torch.zeros_like(weight) if grad_weight else weight.new_empty(0)
+    for start in range(0, n, chunk_tokens):
+        rows = slice(start, start + chunk_tokens)
+        logits = h[rows] @ w.T  # (c, V)
+        losses[rows] = _rows_to_loss_and_grad(logits, targets[rows], scale, ignore_index, grad_hidden or grad_weight)
+        if grad_hidden:
+            d_hidden[rows] = logits @ w  # (c, d)
+        if grad_weight:
+            _accumulate(d_weight, logits.T, h[rows])  # (V, d)
+    total = losses.sum()
+    return (total * scale[0] if mean else total), d_hidden, d_weight
 
-    @staticmethod
-    def backward(ctx, grad_loss: torch.Tensor):
-        if ctx.grads is None:
-            raise RuntimeError("linear_cross_entropy computes its gradients once, in the forward pass; a second "
-                               "backward through the same loss (retain_graph) is not supported: compute it again")
-        d_hidden, d_weight = ctx.grads
-        ctx.grads = None  # the gradients leave with this call: nothing holds them after the step
-        scaled = [None if g is None else g.mul_(grad_loss.to(g.dtype)) for g in (d_hidden, d_weight)]
-        return (*scaled, None, None, None, None, None, None)
+
+@_loss_and_grads.register_fake
+def _(hidden, weight, targets, ignore_index, mean, compute, chunk_tokens, grad_hidden, grad_weight):
+    return (hidden.new_empty((), dtype=torch.float32), torch.empty_like(hidden) if grad_hidden else hidden.new_empty(0),
+            torch.empty_like(weight) if grad_weight else weight.new_empty(0))
+
+
+def _keep_gradients(ctx, inputs, output) -> None:
+    ctx.wanted = inputs[7:9]
+    ctx.save_for_backward(*output[1:])
+
+
+def _scaled_gradients(ctx, grad_loss, _d_hidden, _d_weight):
+    # the gradients are scaled where they lie: no second copy of the weight's gradient. The saved tensors then differ
+    # from what was saved, so autograd refuses a second backward through the same loss (as it should: they are used)
+    d_hidden, d_weight = ctx.saved_tensors
+    scaled = [g.mul_(grad_loss.to(g.dtype)) if wanted else None for g, wanted in zip((d_hidden, d_weight), ctx.wanted)]
+    return (*scaled, None, None, None, None, None, None, None)
+
+
+_loss_and_grads.register_autograd(_scaled_gradients, setup_context=_keep_gradients)
 
 
 def chunk_tokens_for(vocab: int, element_bytes: int, budget: int = CHUNK_BYTES) -> int:
@@ -163,8 +176,8 @@ def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, targets: to
     device_type = hidden.device.type
     compute = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else weight.dtype
     chunk = chunk_tokens or chunk_tokens_for(weight.shape[0], torch.finfo(compute).bits // 8)
-    wanted = (torch.is_grad_enabled() and hidden.requires_grad, torch.is_grad_enabled() and weight.requires_grad)
+    grads = torch.is_grad_enabled() and hidden.requires_grad, torch.is_grad_enabled() and weight.requires_grad
     with torch.autocast(device_type, enabled=False):
-        return LinearCrossEntropy.apply(hidden.reshape(-1, hidden.shape[-1]), weight,
-                                        targets.reshape(-1).contiguous(), ignore_index, reduction, compute, chunk,
-                                        wanted)
+        loss, _, _ = _loss_and_grads(hidden.reshape(-1, hidden.shape[-1]), weight, targets.reshape(-1).contiguous(),
+                                     ignore_index, reduction == "mean", compute, chunk, *grads)
+    return loss

@@ -9,6 +9,7 @@ from typing import Iterable
 
 import pandas as pd
 
+from systems.scaling.collectives import fit_latency_bandwidth
 from systems.scaling.parallel import FFN, MEMORY_STRATEGIES, Network, largest_devices, memory_per_device
 from systems.scaling.simulate import STRATEGIES, Cluster, Layer, simulate_step
 
@@ -82,3 +83,12 @@ def first_exposed(steps: pd.DataFrame, strategy: str, fraction: float = 0.05) ->
     s = steps[steps.strategy == strategy]
     over = s[s.exposed_ms > fraction * s.step_ms * s.compute_share]
     return float(over.devices.min()) if len(over) else math.inf
+
+
+def two_device_link(allreduce: pd.DataFrame) -> tuple[float, float]:
+    """(o, w): the per-call overhead (s) and the bandwidth (bytes/s) of t = o + S/w fitted to NCCL's all-reduce on
+    two GPUs as chapter 08 measured it (its table: backend, world_size, status, size_mb, median_ms)."""
+    ar = allreduce.query("backend == 'nccl' and world_size == 2 and status == 'ok'")
+    if len(ar) < 2:
+        raise ValueError("the all-reduce table holds fewer than two NCCL sizes measured on two GPUs")
+    return fit_latency_bandwidth(ar.size_mb * 2**20, ar.median_ms / 1e3)

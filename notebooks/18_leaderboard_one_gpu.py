@@ -1,0 +1,251 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # The 2026 leaderboard on one GPU
+#
+# The 2026 handout ends (§9) with a leaderboard: one complete training step, forward, loss, backward and AdamW, of
+# an 8.1-billion-parameter model at a context of 32,768 tokens, batch 2, in bf16, on two GPUs. This chapter builds
+# and measures on one GPU everything that step is made of: the LM head and its loss, the optimizer, one Transformer
+# block at that context, and the model itself with as many of its 34 blocks as one GPU holds. Each part is timed
+# beside what plain PyTorch offers for it, in the same run, and the model's step is taken apart technique by
+# technique. The chapter ends with the plan for two GPUs: what each will hold, and how long the step should take.
+
+# %% tags=["parameters", "remove-cell"]
+profile = "auto"
+data_dir = None
+
+# %% tags=["remove-cell"]
+import os
+from dataclasses import replace
+
+import pandas as pd
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # before the kernels are defined: CPU runs use the interpreter
+
+from systems import figures, pipeline, provenance, report
+from systems.bench import leaderboard_2026 as lb
+from systems.chapters import leaderboard as words
+from systems.hardware import H100, H200
+from systems.model import LEADERBOARD_2026
+from systems.resumable import measured
+from systems.scaling.leaderboard import MeasuredParts, memory_per_gpu, predicted_step
+from systems.scaling.plans import two_device_link
+from systems.scaling.simulate import Cluster
+
+profile = provenance.resolve_profile(profile)
+ours, plain = lb.Recipe(), lb.PLAIN
+if profile == "full":
+    cfg, dtype, head_tokens, adamw_params = LEADERBOARD_2026, torch.bfloat16, 65_536, 10**9
+    depths, rep = [2, 4, 8, 12, 16, 20], dict(rep=3000, warmup=1000)
+else:  # the same code at a toy size, in fp32 (Triton's CPU interpreter has no bf16)
+    cfg = replace(LEADERBOARD_2026, vocab_size=512, context_length=64, d_model=64, d_ff=96, num_layers=2, num_heads=4)
+    dtype, head_tokens, adamw_params, depths, rep = torch.float32, 128, 50_000, [1], dict(rep=1, warmup=1)
+    ours, plain = replace(ours, compiled=False), replace(plain, attention="sdpa", compiled=False)
+gpu = H200 if "H200" in provenance.stamp()["gpu"] else H100
+report.glue_all("lb", {"gpu": provenance.stamp()["gpu"], "context": cfg.context_length, "vocab": cfg.vocab_size,
+                       "layers": cfg.num_layers, "head_tokens": head_tokens, "peak_tflops": gpu.peak_flops["bf16"] / 1e12})
+
+# %% [markdown]
+# ## What the step is
+#
+# The model is the handout's `BasicsTransformerLM` (ours is `preset("leaderboard-2026")`): a vocabulary of
+# {glue:text}`lb_vocab`, a context of {glue:text}`lb_context` tokens, d_model 4096, d_ff 11008, 32 heads of 128,
+# {glue:text}`lb_layers` blocks. A step's arithmetic, counted as the attention tables of this book count it (only
+# the visible half of a causal score matrix, its backward 2.5 times its forward, `systems.flops.step_flops`):
+
+# %% tags=["nbval-check-output"]
+flops, step = words.step_table(cfg, 2, gpu.peak_flops["bf16"])
+report.table(flops, ".3g")
+report.glue_all("lb_step", step)
+
+# %% [markdown]
+# That is {glue:text}`lb_step_pflop:.3g` PFLOP, {glue:text}`lb_step_peak_s:.3g` s at the dense bf16 peak of one
+# GPU of this machine ({glue:text}`lb_peak_tflops:.4g` TFLOP/s). Attention is {glue:text}`lb_step_attention_share:.0%`
+# of it: at 32K tokens the score matrices, not the weights, set the pace. What makes the step hard is memory:
+# {glue:text}`lb_step_params_b:.3g` billion parameters take {glue:text}`lb_step_state_gib:.4g` GiB as fp32
+# weights, gradients and AdamW's two moments, more than any one GPU holds, and the logits of the
+# {glue:text}`lb_step_tokens` tokens would take {glue:text}`lb_step_logits_gib:.3g` GiB in bf16 alone, twice that
+# again once the loss computes in fp32. Two GPUs must share the state, and nothing may hold the whole logits.
+#
+# ## The head and the loss without the logits
+#
+# The last layer maps each token's hidden state to a score per word, and the loss turns the scores into
+# −log softmax at the target. Written as PyTorch runs it (the model's own `token_loss`), the scores exist in full
+# in bf16, then in fp32, then as their gradient. `systems.fused.linear_cross_entropy` goes a chunk of tokens at a
+# time instead: one matrix product for the chunk's scores, one Triton program per token that computes the
+# log-sum-exp in fp32 and overwrites the scores with their gradient, two products for the gradients of the hidden
+# states and of the weight. The three products are the same as the unfused head's; what changes is that only one
+# chunk of scores, at most a GiB, ever exists. Here the head and the loss over {glue:text}`lb_head_tokens` tokens,
+# forward and backward, three ways:
+
+# %% tags=["nbval-ignore-output"]
+head = measured(data_dir, "head_and_loss", lb.head_and_loss, head_tokens, cfg=cfg, dtype=dtype, **rep)
+report.table(head.drop(columns=["vocab", "d_model"]), ".4g")
+
+# %% tags=["remove-cell", "nbval-ignore-output"]
+report.glue_all("lb_head", words.head_facts(head))
+
+# %% [markdown]
+# The fused head takes {glue:text}`lb_head_fused_ms:.4g` ms, {glue:text}`lb_head_vs_compiled` than the unfused
+# one under `torch.compile` ({glue:text}`lb_head_compiled_ms:.4g` ms; eager: {glue:text}`lb_head_eager_ms:.4g` ms).
+# Above its inputs it takes {glue:text}`lb_head_fused_gib:.3g` GiB, of which {glue:text}`lb_head_grads_gib:.3g` GiB
+# are the two gradients every head returns; what is left, {glue:text}`lb_head_workspace_gib:.3g` GiB of workspace,
+# is {glue:text}`lb_head_budget`. The compiled unfused head needs {glue:text}`lb_head_compiled_gib:.3g` GiB, the
+# eager one {glue:text}`lb_head_eager_gib:.3g` GiB.
+#
+# ## AdamW in one pass
+#
+# An optimizer step reads every parameter, its gradient and two moments and writes three of them back: 28 bytes per
+# fp32 parameter and almost no arithmetic, so its time is memory traffic. PyTorch's default for-each AdamW runs the
+# update as a dozen passes over lists of tensors; its `fused=True` one is a single CUDA kernel. Ours
+# (`systems.fused.FusedAdamW`) is one Triton kernel launched once for every tensor of a dtype, each program updating
+# a chunk of one tensor whose address it reads from a table, with the update written as PyTorch's fused kernel
+# writes it (the tests check it bit for bit). One step over the model's first parameters:
+
+# %% tags=["nbval-ignore-output"]
+adamw = measured(data_dir, "adamw", lb.adamw_step, adamw_params, cfg=cfg, **rep)
+report.table(adamw, ".4g")
+
+# %% tags=["remove-cell", "nbval-ignore-output"]
+report.glue_all("lb_adamw", words.adamw_facts(adamw, gpu.memory_bandwidth))
+
+# %% [markdown]
+# Over {glue:text}`lb_adamw_params_b:.3g` billion parameters in {glue:text}`lb_adamw_tensors` tensors ours takes
+# {glue:text}`lb_adamw_ours_ms:.4g` ms, {glue:text}`lb_adamw_vs_fused` than PyTorch's fused AdamW
+# ({glue:text}`lb_adamw_fused_ms:.4g` ms) and {glue:text}`lb_adamw_vs_foreach` than its for-each one
+# ({glue:text}`lb_adamw_foreach_ms:.4g` ms). It moves {glue:text}`lb_adamw_ours_tbs:.3g` TB/s,
+# {glue:text}`lb_adamw_peak_share:.0%` of the memory's datasheet bandwidth.
+#
+# ## One block at 32K tokens
+#
+# A block is 202 million parameters and, at batch 2 and 32K context, 65,536 tokens of activations. Its forward
+# and backward, bf16 weights, for each attention (SDPA's cuDNN back end, plain PyTorch's fastest, and our Triton
+# FlashAttention-2), each way of recomputing (none; the whole block recomputed in the backward, keeping only its
+# input; the block recomputed but attention's outputs kept, `recompute="keep_attention"`), eager and compiled:
+
+# %% tags=["nbval-ignore-output"]
+blocks = measured(data_dir, "block", lb.block_step, [plain.attention, ours.attention],
+                  compiled=[False, True] if ours.compiled else [False], cfg=cfg, dtype=dtype, **rep)
+comparison = words.block_comparison(blocks, ours.attention, plain.attention)
+report.table(comparison, ".4g")
+report.glue_all("lb_block", words.block_facts(comparison, ours.attention, plain.attention))
+
+# %% tags=["remove-input", "nbval-ignore-output"]
+figures.bars(blocks[blocks.status == "ok"].assign(how=lambda d: d.recompute + d.compiled.map({True: ", compiled",
+                                                                                            False: ""})),
+             "how", "ms", "attention", None, "forward + backward (ms)", "one block, batch 2", log=False);
+
+# %% [markdown]
+# Of the {glue:text}`lb_block_compared` configurations measured with both attentions, ours is faster at
+# {glue:text}`lb_block_faster` ({glue:text}`lb_block_where_faster`). The fastest block with our attention
+# ({glue:text}`lb_block_ours_best`, {glue:text}`lb_block_ours_best_ms:.4g` ms, MFU
+# {glue:text}`lb_block_ours_best_mfu:.0%`) is {glue:text}`lb_block_best_vs_best` than the fastest with cuDNN's
+# ({glue:text}`lb_block_plain_best`, {glue:text}`lb_block_plain_best_ms:.4g` ms, MFU
+# {glue:text}`lb_block_plain_best_mfu:.0%`). Attention at head dimension 128 is where chapter 07 found our kernel
+# furthest behind cuDNN's, and here it is nearly half the block's arithmetic.
+#
+# ## The step, as deep as one GPU holds
+#
+# The whole model does not fit on one GPU, so the step runs with fewer blocks: the embedding, the head and the
+# loss at full size, the blocks as many as fit. Every step is the handout's (zero the gradients, forward and
+# loss, backward, AdamW), timed with `triton.testing.do_bench`, weights and gradients in bf16. Two recipes: ours
+# (Triton attention, fused loss, fused AdamW, each block recomputed, compiled) and plain PyTorch's (SDPA's cuDNN
+# attention, the unfused loss compiled with the model, PyTorch's fused AdamW, the same recomputation). A depth that
+# did not fit says OOM.
+
+# %% tags=["nbval-ignore-output"]
+steps = measured(data_dir, "model_step", lb.model_step, depths, [ours, plain], cfg=cfg, dtype=dtype, **rep)
+report.table(steps[["layers", "recipe", "status", "ms", "mfu", "extra_gib"]], ".4g")
+deep = words.deepest_facts(steps, ours.label, plain.label)
+report.glue_all("lb_deep", deep)
+
+# %% tags=["remove-input", "nbval-ignore-output"]
+figures.lines(steps[steps.status == "ok"], "layers", "ms", "recipe", "the step against its depth", "blocks",
+              "step (ms)", logx=False, logy=False, legend_below=True);
+
+# %% [markdown]
+# Both recipes ran with up to {glue:text}`lb_deep_layers` blocks (ours alone with up to
+# {glue:text}`lb_deep_deepest_ours`). There our step takes {glue:text}`lb_deep_ours_ms:.4g` ms,
+# {glue:text}`lb_deep_vs_plain` than the plain recipe's {glue:text}`lb_deep_plain_ms:.4g` ms, at an MFU of
+# {glue:text}`lb_deep_ours_mfu:.0%` against {glue:text}`lb_deep_plain_mfu:.0%`, with
+# {glue:text}`lb_deep_ours_gib:.4g` GiB above what existed before the step against
+# {glue:text}`lb_deep_plain_gib:.4g` GiB.
+#
+# ## Each technique on and off
+#
+# At that depth, our recipe with one technique at a time swapped for plain PyTorch's: what each is worth in time
+# and in memory.
+
+# %% tags=["nbval-ignore-output"]
+swaps = [ours, replace(ours, attention=plain.attention), replace(ours, fused_loss=False),
+         replace(ours, fused_adamw=False), replace(ours, recompute="keep_attention"),
+         replace(ours, recompute="none"), replace(ours, compiled=not ours.compiled), plain]
+ablation = measured(data_dir, "ablation", lb.model_step, [max(deep["layers"], 1)], swaps, cfg=cfg, dtype=dtype,
+                    **rep)
+report.table(words.ablation_table(ablation, ours.label), ".4g")
+
+# %% [markdown]
+# The first row is every technique on; each row below changes one, and the last is plain PyTorch's recipe. A
+# time ratio above one means the technique that row switched off was worth that much; a memory difference above
+# zero, that it saved that much.
+#
+# ## The plan for two GPUs
+#
+# On two GPUs FSDP2 shards the fp32 weights, gradients and moments, gathers each block's weights in bf16 just
+# before it runs and reduces its gradients just after, and each GPU takes one of the two sequences. What a GPU then
+# holds, part by part (`systems.scaling.leaderboard.memory_per_gpu`), with one block's activations as measured
+# here at one sequence:
+
+# %% tags=["nbval-ignore-output"]
+one_sequence = measured(data_dir, "block_one_sequence", lb.block_step, [ours.attention], ["none", "all"],
+                        [ours.compiled], batch=1, cfg=cfg, dtype=dtype, **rep)
+half_head = measured(data_dir, "head_one_sequence", lb.head_and_loss, head_tokens // 2, ["fused"], cfg=cfg,
+                     dtype=dtype, **rep)
+block_bytes = one_sequence.set_index("recompute").extra_gib.get("none", float("nan")) * 2**30
+plans = {f"{'fused' if fused else 'unfused'} loss, {'recomputed' if recompute else 'kept'} blocks":
+         memory_per_gpu(cfg, 2, 2, recompute=recompute, fused_loss=fused, block_bytes=block_bytes)
+         for fused in (True, False) for recompute in (True, False)}
+report.table(words.plan_table(plans), ".3g")
+
+# %% tags=["remove-cell", "nbval-ignore-output"]
+link = two_device_link(pd.read_csv(pipeline.BOOK_DATA / "08_allreduce" / "allreduce.csv"))
+cluster = Cluster.from_two_device_fit(*link, inter_bandwidth=link[1], latency="call")
+recomputed = one_sequence.set_index("recompute").loc["all"]
+parts = MeasuredParts(block_ms=recomputed.ms, forward_share=0.25, head_ms=half_head.ms.iloc[0],
+                      adamw_ms_per_param=adamw.set_index("variant").loc["ours"].ms / adamw.params.iloc[0])
+plan = predicted_step(cfg, 2, parts, cluster)
+fits = {name: parts_["total"] < gpu.memory_bytes for name, parts_ in plans.items()}
+report.glue_all("lb_plan", {"step_s": plan["step"], "compute_s": plan["compute"], "exposed_s": plan["exposed"],
+                            "optimizer_s": plan["optimizer"], "o_us": link[0] * 1e6, "w_gbs": link[1] / 1e9,
+                            "fits": ", ".join(n for n, ok in fits.items() if ok) or "none of them",
+                            "gpu_gib": gpu.memory_bytes / 2**30, "best_gib": plans["fused loss, recomputed blocks"]
+                            ["total"] / 2**30, "vs_class": plan["step"] * 1e3 / 6199})
+
+# %% [markdown]
+# A GPU of this machine holds {glue:text}`lb_plan_gpu_gib:.3g` GiB; of the four plans the ones that fit are:
+# {glue:text}`lb_plan_fits`. With the fused loss and every block recomputed a GPU holds
+# {glue:text}`lb_plan_best_gib:.3g` GiB.
+#
+# The step those parts predict: every block's measured forward and backward with recomputation (at one sequence,
+# the forward taken as a quarter of it: one forward, then a forward again and the backward's two), the fused head
+# and loss, FSDP's gathers and reduce-scatters on the link chapter 08 measured between two GPUs (a per-call
+# overhead of {glue:text}`lb_plan_o_us:.3g` µs and {glue:text}`lb_plan_w_gbs:.3g` GB/s), scheduled as
+# `systems.scaling.simulate` schedules them (two blocks' gathers ahead of the compute), then our AdamW over each
+# GPU's half of the parameters. That comes to {glue:text}`lb_plan_step_s:.3g` s per step:
+# {glue:text}`lb_plan_compute_s:.3g` s of forward and backward, {glue:text}`lb_plan_exposed_s:.3g` s of
+# communication the compute does not hide, {glue:text}`lb_plan_optimizer_s:.3g` s of optimizer;
+# {glue:text}`lb_plan_vs_class:.2f` times the class's best of 6,199 ms on two B200s.
+#
+# What the two-GPU run will check: that the plan's memory is what FSDP2 holds (the peak per GPU), that the
+# communication hides as the simulation says (a trace of one step, the streams side by side), and that the step
+# takes the predicted time, with our recipe and with plain PyTorch's on the same machine.
