@@ -38,9 +38,7 @@ from systems.chapters import leaderboard as words
 from systems.hardware import H100, H200
 from systems.model import LEADERBOARD_2026
 from systems.resumable import measured
-from systems.scaling.leaderboard import MeasuredParts, memory_per_gpu, predicted_step
 from systems.scaling.plans import two_device_link
-from systems.scaling.simulate import Cluster
 
 profile = provenance.resolve_profile(profile)
 ours, plain = lb.Recipe(), lb.PLAIN
@@ -96,7 +94,8 @@ report.table(head.drop(columns=["vocab", "d_model"]), ".4g")
 report.glue_all("lb_head", words.head_facts(head))
 
 # %% [markdown]
-# The fused head takes {glue:text}`lb_head_fused_ms:.4g` ms, {glue:text}`lb_head_vs_compiled` than the unfused
+# On the {glue:text}`lb_gpu` the fused head takes {glue:text}`lb_head_fused_ms:.4g` ms
+# ({glue:text}`lb_head_fused_tflops:.4g` TFLOP/s), {glue:text}`lb_head_vs_compiled` than the unfused
 # one under `torch.compile` ({glue:text}`lb_head_compiled_ms:.4g` ms; eager: {glue:text}`lb_head_eager_ms:.4g` ms).
 # Above its inputs it takes {glue:text}`lb_head_fused_gib:.3g` GiB, of which {glue:text}`lb_head_grads_gib:.3g` GiB
 # are the two gradients every head returns; what is left, {glue:text}`lb_head_workspace_gib:.3g` GiB of workspace,
@@ -124,7 +123,8 @@ report.glue_all("lb_adamw", words.adamw_facts(adamw, gpu.memory_bandwidth))
 # {glue:text}`lb_adamw_ours_ms:.4g` ms, {glue:text}`lb_adamw_vs_fused` than PyTorch's fused AdamW
 # ({glue:text}`lb_adamw_fused_ms:.4g` ms) and {glue:text}`lb_adamw_vs_foreach` than its for-each one
 # ({glue:text}`lb_adamw_foreach_ms:.4g` ms). It moves {glue:text}`lb_adamw_ours_tbs:.3g` TB/s,
-# {glue:text}`lb_adamw_peak_share:.0%` of the memory's datasheet bandwidth.
+# {glue:text}`lb_adamw_peak_share:.0%` of the memory's datasheet bandwidth (PyTorch's fused one:
+# {glue:text}`lb_adamw_fused_tbs:.3g` TB/s).
 #
 # ## One block at 32K tokens
 #
@@ -211,28 +211,21 @@ one_sequence = measured(data_dir, "block_one_sequence", lb.block_step, [ours.att
                         [ours.compiled], batch=1, cfg=cfg, dtype=dtype, **rep)
 half_head = measured(data_dir, "head_one_sequence", lb.head_and_loss, head_tokens // 2, ["fused"], cfg=cfg,
                      dtype=dtype, **rep)
-block_bytes = one_sequence.set_index("recompute").extra_gib.get("none", float("nan")) * 2**30
-plans = {f"{'fused' if fused else 'unfused'} loss, {'recomputed' if recompute else 'kept'} blocks":
-         memory_per_gpu(cfg, 2, 2, recompute=recompute, fused_loss=fused, block_bytes=block_bytes)
-         for fused in (True, False) for recompute in (True, False)}
+link = two_device_link(pd.read_csv(pipeline.BOOK_DATA / "08_allreduce" / "allreduce.csv"))
+plans, plan = words.two_gpu_plan(cfg, one_sequence, half_head, adamw, link)
 report.table(words.plan_table(plans), ".3g")
 
 # %% tags=["remove-cell", "nbval-ignore-output"]
-link = two_device_link(pd.read_csv(pipeline.BOOK_DATA / "08_allreduce" / "allreduce.csv"))
-cluster = Cluster.from_two_device_fit(*link, inter_bandwidth=link[1], latency="call")
-recomputed = one_sequence.set_index("recompute").loc["all"]
-parts = MeasuredParts(block_ms=recomputed.ms, forward_share=0.25, head_ms=half_head.ms.iloc[0],
-                      adamw_ms_per_param=adamw.set_index("variant").loc["ours"].ms / adamw.params.iloc[0])
-plan = predicted_step(cfg, 2, parts, cluster)
-fits = {name: parts_["total"] < gpu.memory_bytes for name, parts_ in plans.items()}
+fits = {name: parts_["total"] < H200.memory_bytes for name, parts_ in plans.items()}  # the two-GPU machines' GPUs
 report.glue_all("lb_plan", {"step_s": plan["step"], "compute_s": plan["compute"], "exposed_s": plan["exposed"],
                             "optimizer_s": plan["optimizer"], "o_us": link[0] * 1e6, "w_gbs": link[1] / 1e9,
                             "fits": ", ".join(n for n, ok in fits.items() if ok) or "none of them",
-                            "gpu_gib": gpu.memory_bytes / 2**30, "best_gib": plans["fused loss, recomputed blocks"]
+                            "gpu_gib": H200.memory_bytes / 2**30, "best_gib": plans["fused loss, recomputed blocks"]
                             ["total"] / 2**30, "vs_class": plan["step"] * 1e3 / 6199})
 
 # %% [markdown]
-# A GPU of this machine holds {glue:text}`lb_plan_gpu_gib:.3g` GiB; of the four plans the ones that fit are:
+# The two-GPU machines the next chapter runs on hold {glue:text}`lb_plan_gpu_gib:.3g` GiB per GPU (H200s); of the four
+# plans the ones that fit there are:
 # {glue:text}`lb_plan_fits`. With the fused loss and every block recomputed a GPU holds
 # {glue:text}`lb_plan_best_gib:.3g` GiB.
 #

@@ -10,6 +10,8 @@ import pandas as pd
 from systems.flops import step_flops
 from systems.model import ModelConfig, parameter_count
 from systems.report import times
+from systems.scaling.leaderboard import MeasuredParts, memory_per_gpu, predicted_step
+from systems.scaling.simulate import Cluster
 
 GIB, PFLOP = 2**30, 1e15
 
@@ -113,3 +115,87 @@ def ablation_table(steps: pd.DataFrame, full: str) -> pd.DataFrame:
 def plan_table(memory: dict[str, dict[str, float]]) -> pd.DataFrame:
     """Memory per GPU (GiB) of each plan (name -> :func:`systems.scaling.leaderboard.memory_per_gpu`), part by part."""
     return pd.DataFrame([{"plan": name, **{k: v / GIB for k, v in parts.items()}} for name, parts in memory.items()])
+
+
+def two_gpu_plan(cfg: ModelConfig, one_sequence: pd.DataFrame, half_head: pd.DataFrame, adamw: pd.DataFrame,
+                 link: tuple[float, float]) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    """The plan for two GPUs from one GPU's measurements at one sequence (a block with recomputation "none" and
+    "all", the fused head over one sequence's tokens, our AdamW) and the two-GPU link's fit (o, w): the memory per
+    GPU of each plan (fused loss or not, blocks recomputed or not) and the step predicted for the fused and recomputed
+    one (a recomputed block's forward taken as a quarter of its time: one forward, then again and the backward)."""
+    block = one_sequence.set_index("recompute")
+    memory = {f"{'fused' if fused else 'unfused'} loss, {'recomputed' if recompute else 'kept'} blocks":
+              memory_per_gpu(cfg, 2, 2, recompute=recompute, fused_loss=fused,
+                             block_bytes=block.extra_gib.get("none", float("nan")) * GIB)
+              for fused in (True, False) for recompute in (True, False)}
+    ours = adamw.set_index("variant").loc["ours"]
+    parts = MeasuredParts(block_ms=block.ms["all"], forward_share=0.25, head_ms=half_head.ms.iloc[0],
+                          adamw_ms_per_param=ours.ms / ours.params)
+    cluster = Cluster.from_two_device_fit(*link, inter_bandwidth=link[1], latency="call")
+    return memory, predicted_step(cfg, 2, parts, cluster)
+
+
+def _run(steps: pd.DataFrame, sharding: str, recipe: str) -> pd.Series | None:
+    row = steps[(steps.sharding == sharding) & (steps.recipe == recipe)]
+    return row.iloc[0] if len(row) and row.iloc[0].status == "ok" else None
+
+
+def two_gpu_facts(steps: pd.DataFrame, ours: str, plain: str, class_best_ms: float) -> dict[str, Any]:
+    """The two-GPU step (chapter 19) in words: ours against plain PyTorch's and the class's best under FSDP2, ours
+    under our FSDP, and how far apart the recipes' first losses are (a run that did not finish says why)."""
+    mine, theirs, own = _run(steps, "fsdp2", ours), _run(steps, "fsdp2", plain), _run(steps, "fsdp", ours)
+    why = lambda s, r: steps[(steps.sharding == s) & (steps.recipe == r)].status.iloc[0]  # noqa: E731
+    facts: dict[str, Any] = {
+        "ours_ms": mine.ms if mine is not None else why("fsdp2", ours),
+        "plain_ms": theirs.ms if theirs is not None else why("fsdp2", plain),
+        "ours_fsdp_ms": own.ms if own is not None else why("fsdp", ours),
+        "ours_mfu": mine.mfu if mine is not None else 0.0,
+        "vs_plain": times(mine.ms / theirs.ms) if mine is not None and theirs is not None else "not comparable",
+        "vs_class": times(mine.ms / class_best_ms) if mine is not None else "not comparable",
+    }
+    spreads = []
+    for sharding in steps.sharding.unique():
+        a, b = _run(steps, sharding, ours), _run(steps, sharding, plain)
+        if a is not None and b is not None:
+            spreads.append(abs(a.first_loss - b.first_loss) / abs(b.first_loss))
+    facts["loss_spread"] = max(spreads) if spreads else 0.0
+    return facts
+
+
+def against_plan(steps: pd.DataFrame, ours: str, memory: dict[str, float], plan: dict[str, float]) -> pd.DataFrame:
+    """The measured two-GPU step of our recipe under FSDP2 beside the plan's prediction: step time and the fuller
+    GPU's peak memory (measured peaks include the allocator's caching of freed blocks, not the plan's parts)."""
+    run = _run(steps, "fsdp2", ours)
+    measured_ms = run.ms if run is not None else float("nan")
+    peak = max(run.peak_gib_per_rank) if run is not None and None not in run.peak_gib_per_rank else float("nan")
+    rows = [("step (ms)", plan["step"] * 1e3, measured_ms), ("memory (GiB, fuller GPU)", memory["total"] / GIB, peak)]
+    df = pd.DataFrame(rows, columns=["quantity", "predicted", "measured"])
+    df["ratio"] = df.measured / df.predicted
+    return df
+
+
+def steps_table(runs: list[dict[str, Any]]) -> pd.DataFrame:
+    """The two-GPU runs (rows of :func:`systems.bench.leaderboard_step.launched`) with the fuller rank's peak."""
+    steps = pd.DataFrame(runs)
+    peaks = steps["peak_gib_per_rank"] if "peak_gib_per_rank" in steps else [None] * len(steps)
+    steps["peak GiB (fuller rank)"] = [max(p) if isinstance(p, list) and None not in p else float("nan")
+                                       for p in peaks]
+    return steps
+
+
+def trace_facts(traced: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, float]]:
+    """A traced run's kernels on rank 0 (lane, kind, name, start_ms, end_ms) and its span, overlap and idle time."""
+    kernels = pd.DataFrame(traced.get("trace") or [], columns=["lane", "kind", "name", "start_ms", "end_ms"])
+    span = kernels.end_ms.max() - kernels.start_ms.min() if len(kernels) else float("nan")
+    idle = traced.get("idle_ms", float("nan"))
+    return kernels, {"span_ms": span, "overlap_ms": traced.get("overlap_ms", float("nan")), "idle_ms": idle,
+                     "idle_share": idle / span}
+
+
+def plan_check(one_gpu_dir: str, cfg: ModelConfig, steps: pd.DataFrame, ours: str,
+               link: tuple[float, float]) -> pd.DataFrame:
+    """The measured two-GPU step beside the plan made from the one-GPU chapter's data in ``one_gpu_dir``."""
+    parts = {name: pd.read_csv(f"{one_gpu_dir}/{name}.csv")
+             for name in ("block_one_sequence", "head_one_sequence", "adamw")}
+    memory, plan = two_gpu_plan(cfg, parts["block_one_sequence"], parts["head_one_sequence"], parts["adamw"], link)
+    return against_plan(steps, ours, memory["fused loss, recomputed blocks"], plan)
