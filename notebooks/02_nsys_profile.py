@@ -20,18 +20,12 @@ profile = "auto"
 data_dir = None
 
 # %% tags=["remove-cell"]
-import subprocess
-import tempfile
-
-import pandas as pd
-
 from systems import figures, provenance, report
 from systems.bench.e2e import BenchConfig, sweep, vary
 from systems.chapters import profiles
 from systems.model import preset
 from systems.profiling import kernels as k
 from systems.profiling import nsys
-from systems.profiling.target import profile_configs, synthetic_profile
 
 profile = provenance.resolve_profile(profile)
 MODES = ("forward", "train")
@@ -77,32 +71,19 @@ report.glue_all("nsys", {"warmup": warmup, "steps": steps, "context": context, "
 # the 2026 question, all at batch {glue:text}`nsys_batch` in fp32.
 
 # %% tags=["remove-cell", "nbval-ignore-output"]
-try:
-    nsys.find_nsys()
-    real = profile == "full"
-except nsys.NsysNotFound as exc:
-    real = False
-with tempfile.TemporaryDirectory() as tmp:
-    prof = profile_configs(configs, tmp) if real else synthetic_profile(configs, tmp)
-    try:  # nsys's own kernel table, to check our reading of the report against the tool's
-        tool = nsys.stats(prof["report"], ["cuda_gpu_kern_sum"])["cuda_gpu_kern_sum"] if real else None
-    except subprocess.CalledProcessError:
-        tool = None
-if not real:
+prof, found = profiles.profiled(configs, profile == "full")
+if not found["real"]:
     report.md("*No nsys profile on this machine: the kernel trace below is synthetic and its numbers mean nothing; "
               "the benchmark rows are real.*")
 bench, kernels, ranges = prof["bench"], prof["kernels"], prof["ranges"]
 measured = kernels[kernels.stage == "measured"]
 report.save_table(nsys.kernel_summary(measured, by=["config", "phase", "op", "category", "name"]), data_dir, "kernels")
 report.save_table(bench.drop(columns=[c for c in bench if c.endswith("times_ms")]), data_dir, "bench")
-report.glue("nsys_check_pct", 100 * abs(kernels.duration_ns.sum() / tool.total_time_ns.sum() - 1)
-            if tool is not None else float("nan"))
-report.glue("nsys_oom", ", ".join(bench[bench.status != "ok"].config.str.removeprefix("cfg:")) or "none")
+report.glue_all("nsys", {"check": found["check"], "oom": found["oom"]})
 
 # %% [markdown]
 # Configurations that ran out of memory: {glue:text}`nsys_oom`. The GPU time of all kernels read from the
-# report's SQLite export differs from `nsys stats --report cuda_gpu_kern_sum` by
-# {glue:text}`nsys_check_pct:.2g` % (the check of our reading against the tool's own table).
+# report's SQLite export {glue:text}`nsys_check` (the check of our reading against the tool's own table).
 #
 # ## (a) The forward pass, timed by nsys and by Python
 #
@@ -115,16 +96,8 @@ report.glue("nsys_oom", ", ".join(bench[bench.status != "ok"].config.str.removep
 unprofiled = sweep(vary(base, mode="forward", context_length=context, **timing), size=sizes)
 fwd = k.forward_times(bench, ranges, unprofiled, context)
 report.save_table(fwd, data_dir, "forward_times")
-report.table(fwd)
-
-# %% tags=["remove-cell", "nbval-ignore-output"]
-found = profiles.forward_agreement(fwd, context)
-report.glue_all("nsys_a", found)
-report.glue("nsys_a_verdict", report.pick(
-    found["agree"], "agree closely: the Python timer brackets the pass with device synchronisations, so it "
-    "measures the same GPU work plus one launch latency and one synchronisation",
-    "differ noticeably: where the GPU time is shorter than the Python time, the GPU waited between kernels for "
-    "Python to launch them, and the GPU projection counts only from the first kernel to the last"))
+report.table(fwd, missing="not timed")  # (the unprofiled timing covers context 256 only)
+report.glue_all("nsys_a", profiles.forward_agreement(fwd, context))
 
 # %% [markdown]
 # At context {glue:text}`nsys_context` the forward pass measured by nsys takes {glue:text}`nsys_a_ratio_min:.3g`
@@ -143,14 +116,7 @@ report.save_table(top, data_dir, "top_kernels")
 report.table(top, floatfmt=".2f")
 
 # %% tags=["remove-cell", "nbval-ignore-output"]
-found = profiles.top_kernel_facts(top, focus)
-report.glue_all("nsys_b", found)
-report.glue("nsys_b_matmul_words", report.pick(found["all_matmul"], "Every top kernel in the table is a matrix "
-                                             "multiply (a cuBLAS GEMM).", "Not every top kernel is a matrix multiply."))
-report.glue("nsys_b_same", report.pick(
-    found["same_top"], "the same kernel dominates the forward and backward passes together",
-    "the top kernel changes for some sizes: the backward pass multiplies transposed operands, for which cuBLAS "
-    "picks other GEMM kernels"))
+report.glue_all("nsys_b", profiles.top_kernel_facts(top, focus))
 
 # %% [markdown]
 # For the {glue:text}`nsys_focus` model the kernel with the most forward-pass time is
@@ -180,9 +146,7 @@ report.table(per_kernel[(per_kernel.category != "matmul") & (per_kernel.share >=
              [["name", "category", "count", "total_ms", "share"]].head(12), floatfmt=".3g")
 
 # %% tags=["remove-cell", "nbval-ignore-output"]
-shares = cats.set_index("category").share
-report.glue("nsys_c_nonmm_pct", 100 * (1 - shares.get("matmul", 0)))
-report.glue("nsys_c_parts", ", ".join(f"{c} {100 * v:.0f} %" for c, v in shares.items() if c != "matmul"))
+report.glue_all("nsys_c", profiles.category_facts(cats))
 
 # %% [markdown]
 # Kernels other than matrix multiplies take {glue:text}`nsys_c_nonmm_pct:.0f` % of the forward pass:
@@ -203,14 +167,7 @@ report.save_table(category_shares, data_dir, "category_shares")
 report.table(category_shares, floatfmt=".3f")
 
 # %% tags=["remove-cell", "nbval-ignore-output"]
-found = profiles.training_step_facts(category_shares, kernels, ranges, focus, context)
-report.glue_all("nsys_d", found)
-report.glue("nsys_d_words", report.pick(
-    found["lower_in_training"],
-    "lower in training: the backward pass adds the gradients of every element-wise operation, of the softmax and "
-    "of the normalisations, and the optimizer step is element-wise work over all parameters and their two moments",
-    "higher in training: the backward pass does two matrix multiplies for every one of the forward pass, while "
-    "its element-wise work grows less"))
+report.glue_all("nsys_d", profiles.training_step_facts(category_shares, kernels, ranges, focus, context))
 
 # %% [markdown]
 # For the {glue:text}`nsys_focus` model matrix multiplies take {glue:text}`nsys_d_mm_inf_pct:.0f` % of the GPU
@@ -225,9 +182,7 @@ report.glue("nsys_d_words", report.pick(
 # out of memory):
 
 # %% tags=["nbval-ignore-output"]
-steps_2026 = bench[bench["mode"].eq("train") & bench["size"].isin(two_sizes)]
-report.table(steps_2026.pivot_table(index="size", columns="context_length", values="step_ms")
-             .reindex(two_sizes).reset_index(), floatfmt=".1f")
+report.table(profiles.steps_by_context(bench, two_sizes), floatfmt=".1f")
 
 # %% [markdown]
 # The step time grows faster than linearly with the context for the naive attention: its score matrices are
@@ -246,16 +201,12 @@ report.save_table(attention, data_dir, "attention_ops")
 report.table(attention, floatfmt=".3g")
 
 # %% tags=["remove-input", "nbval-ignore-output"]
-parts = attention[attention["size"] == sizes[0]].melt(
-    id_vars=["size", "context"], value_vars=["QKᵀ + PV matmuls (ms)", "softmax (ms)", "scale + mask (ms)"],
-    var_name="part", value_name="ms")
-figures.lines(parts, "context", "ms", "part", f"{sizes[0]} model: attention's parts against context length",
-              "context length", "ms per forward pass (all layers)", palette=None);
+figures.lines(profiles.attention_parts(attention, sizes[0]), "context", "ms", "part",
+              f"{sizes[0]} model: attention's parts against context length", "context length",
+              "ms per forward pass (all layers)", palette=None);
 
 # %% tags=["remove-cell", "nbval-ignore-output"]
-row = attention.set_index(["size", "context"]).loc[(focus, context)]
-report.glue_all("nsys_e", {"time_ratio": row["time softmax / matmul"], "flop_ratio": row["FLOPs softmax / matmul"],
-                           "per_flop": row["time softmax / matmul"] / row["FLOPs softmax / matmul"]})
+report.glue_all("nsys_e", profiles.attention_facts(attention, focus, context))
 
 # %% [markdown]
 # For the {glue:text}`nsys_focus` model at context {glue:text}`nsys_context` the softmax takes

@@ -24,14 +24,13 @@ profile = "auto"
 data_dir = None
 
 # %% tags=["remove-cell"]
-import numpy as np
 import pandas as pd
 
 from systems import figures, provenance, report
-from systems.bench.allreduce import MIB, benchmark as allreduce
+from systems.bench.allreduce import benchmark as allreduce
 from systems.bench.ddp import DDPBenchConfig, benchmark
+from systems.chapters import bucket_model as bm
 from systems.model import parameter_count, preset
-from systems.scaling.collectives import best_bucket, ddp_overhead, fit_error, fit_latency_bandwidth
 
 profile = provenance.resolve_profile(profile)
 if profile == "full":
@@ -80,18 +79,13 @@ report.glue_all("bm", {"backend": f"{backend} with {world} processes", "s_gib": 
 # time = $o$ + bytes / $w$.
 
 # %% tags=["nbval-ignore-output"]
-ar = allreduce(backend, [world], sizes_mb, warmup=5, iters=iters)
-ar = ar[ar.status == "ok"].assign(bytes=lambda d: d.size_mb * MIB, seconds=lambda d: d.time_ms / 1e3)
+ar, o, w, fit = bm.fitted_link(allreduce(backend, [world], sizes_mb, warmup=5, iters=iters))
 report.save_table(ar.drop(columns="times_ms"), data_dir, "allreduce_fit")
-o, w = fit_latency_bandwidth(ar.bytes, ar.seconds)
-report.glue_all("bm", {"o_us": o * 1e6, "w_GBps": w / 1e9, "fit_err_pct": 100 * fit_error(ar.bytes, ar.seconds, o, w)})
+report.glue_all("bm", fit)
 
 # %% tags=["remove-input", "nbval-ignore-output"]
-x = np.geomspace(ar.bytes.min(), ar.bytes.max(), 50)
-curve = pd.concat([ar.assign(what="measured (slowest rank)", ms=ar.time_ms)[["bytes", "ms", "what"]],
-                   pd.DataFrame({"bytes": x, "ms": (o + x / w) * 1e3, "what": "o + x/w"})])
-figures.lines(curve.assign(MiB=curve.bytes / MIB), "MiB", "ms", "what", "All-reduce cost model",
-              "all-reduce size (MiB)", "time (ms)", palette=None);
+figures.lines(bm.fit_curve(ar, o, w), "MiB", "ms", "what", "All-reduce cost model", "all-reduce size (MiB)",
+              "time (ms)", palette=None);
 
 # %% [markdown]
 # With {glue:text}`bm_backend`, the fit gives $o$ = {glue:text}`bm_o_us:.3g` µs per call and $w$ =
@@ -109,39 +103,16 @@ figures.lines(curve.assign(MiB=curve.bytes / MIB), "MiB", "ms", "what", "All-red
 # %% tags=["nbval-ignore-output"]
 from_ddp = [pd.read_csv(f"{data_dir}/../09_ddp/{name}.csv") for name in ("steps", "bucket_fine")] if data_dir else []
 sweep = pd.concat(from_ddp) if from_ddp else benchmark(cfg, [("bucketed", {"bucket_size_mb": b}) for b in own_sweep], world)
-sweep = sweep[(sweep.variant == "bucketed") & (sweep.status == "ok")].sort_values("bucket_size_mb")
 base_ms = benchmark(cfg, [("naive", {})], world_size=1).step_ms.iloc[0]  # one rank: nothing to communicate
-n_buckets = np.ceil(s / (sweep.bucket_size_mb * MIB))
-model = sweep.assign(n_buckets=n_buckets, measured_ms=sweep.step_ms - base_ms,
-                     predicted_ms=ddp_overhead(n_buckets, s, o, w) * 1e3)
-model = model[["bucket_size_mb", "n_buckets", "step_ms", "measured_ms", "predicted_ms"]]
+model = bm.model_vs_measured(sweep, base_ms, s, o, w)
 report.save_table(model, data_dir, "model_vs_measured")
 report.table(model, floatfmt=".3g")
+report.glue_all("bm", bm.findings(model, s, o, w, base_ms))
 
 # %% tags=["remove-input", "nbval-ignore-output"]
-best = best_bucket(s, o, w)
-b = np.geomspace(min(model.bucket_size_mb.min() * MIB, best["bucket_bytes"] / 10), max(s, best["bucket_bytes"] * 10), 200)
-nb = np.maximum(s / b, 1)
-curves = pd.concat([pd.DataFrame({"MiB": b / MIB, "ms": ddp_overhead(nb, s, o, w) * 1e3, "what": "model"}),
-                    model.assign(MiB=model.bucket_size_mb, ms=model.measured_ms, what="measured")])
-figures.lines(curves, "MiB", "ms", "what", f"{cfg.model.name}: s = {s / 2**30:.3g} GiB of gradients",
-              "bucket size (MiB)", "DDP overhead per step (ms)", logy=False, palette=None);
-
-# %% tags=["remove-cell", "nbval-ignore-output"]
-fastest = model.loc[model.measured_ms.idxmin()]
-report.glue_all("bm", {"bstar_mib": best["bucket_bytes"] / MIB, "nbstar": best["n_buckets"],
-                       "tstar_ms": best["overhead_s"] * 1e3, "best_mb": fastest.bucket_size_mb,
-                       "best_ms": fastest.measured_ms, "base_ms": base_ms})
-report.glue("bm_close", report.pick(abs(np.log10(fastest.bucket_size_mb * MIB / best["bucket_bytes"])) <= 1,
-                                    "within a factor of ten of", "more than a factor of ten away from"))
-report.glue("bm_sign_words", report.pick(
-    (model.measured_ms > model.predicted_ms).all(),
-    "The measured overheads are larger than the model's at every size: the model counts only communication, while "
-    "a real step also pays for copying gradients into and out of the flat buffers, the hooks' Python work, and "
-    "collectives competing with backward kernels for memory bandwidth and SMs.",
-    "Where the measurement falls below the model, the assumption is pessimistic: an fp32 backward pass takes longer "
-    "per bucket than the fast link needs to reduce it, so even the last buckets' transfers are partly hidden and "
-    "the per-call overheads overlap with compute."))
+figures.lines(bm.overhead_curves(model, s, o, w), "MiB", "ms", "what",
+              f"{cfg.model.name}: s = {s / 2**30:.3g} GiB of gradients", "bucket size (MiB)",
+              "DDP overhead per step (ms)", logy=False, palette=None);
 
 # %% [markdown]
 # For $s$ = {glue:text}`bm_s_gib:.3g` GiB the model's optimum is $b^\ast$ = {glue:text}`bm_bstar_mib:.3g` MiB

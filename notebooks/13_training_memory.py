@@ -22,18 +22,16 @@ data_dir = None
 
 # %% tags=["remove-cell"]
 import inspect
-import tempfile
 
-import pandas as pd
 import torch
 
-from systems import figures, provenance, report
+from systems import provenance, report
 from systems.bench.e2e import BenchConfig, sweep
-from systems.memory.checkpointing import best_group, nested_levels, nested_peak, one_level_peak
-from systems.memory.saved import SavedTensors, block_residuals
-from systems.model import RMSNorm, TransformerBlock, parameter_count, preset
+from systems.chapters import training_memory as tm
+from systems.memory.checkpointing import nested_levels
+from systems.model import parameter_count, preset
+from systems.profiling import block_memory
 from systems.recompute import run_blocks
-from systems.profiling import block_memory, nsys
 
 profile = provenance.resolve_profile(profile)
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -44,7 +42,6 @@ else:
     size, batch, context, norm_shape, fits_context = "tiny", 2, 32, (2, 16, 64), 16
     groups = [0, 1, 2]
 cfg = preset(size, context_length=context, attention="sdpa")
-MiB = 2**20
 report.glue_all("tm", {"size": size, "batch": batch, "context": context, "layers": cfg.num_layers,
                        "params_b": parameter_count(cfg) / 1e9, "states_gib": 16 * parameter_count(cfg) / 2**30,
                        "norm_shape": " × ".join(map(str, norm_shape))})
@@ -59,19 +56,10 @@ report.glue_all("tm", {"size": size, "batch": batch, "context": context, "layers
 # {glue:text}`tm_norm_shape`, eager and compiled:
 
 # %% tags=["nbval-check-output"]
-torch.manual_seed(0)
-with torch.device(device):
-    norm, x = RMSNorm(norm_shape[-1]), torch.randn(*norm_shape, requires_grad=True)
-with SavedTensors(norm) as eager:
-    norm(x)
-compiled = torch.compile(norm)
-compiled(x)
-with SavedTensors(norm, by_operation=False) as fused:
-    compiled(x)
+eager, fused, found = tm.norm_saved(norm_shape, device)
 report.table(eager.table()[["op", "shape", "dtype", "parameter", "adds_bytes"]])
 report.table(fused.table()[["op", "shape", "dtype", "parameter", "adds_bytes"]])
-report.glue_all("tm_norm", {"eager_mib": eager.total_bytes / MiB, "fused_mib": fused.total_bytes / MiB,
-                            "eager_n": len(eager.records), "fused_n": len(fused.records)})
+report.glue_all("tm_norm", found)
 
 # %% [markdown]
 # Eager, the norm saves {glue:text}`tm_norm_eager_n` tensors: `pow` keeps its input x for the derivative 2x; `rsqrt`
@@ -92,27 +80,17 @@ report.glue_all("tm_norm", {"eager_mib": eager.total_bytes / MiB, "fused_mib": f
 # (`sdpa`), which keeps no tokens × tokens matrix and is what the training steps below use:
 
 # %% tags=["nbval-ignore-output"]
-blocks = {
-    "naive attention, 16 heads, compiled": block_residuals(preset(size, context_length=context, num_heads=16,
-                                                                  attention="naive"), batch, compiled=True),
-    "naive attention, 32 heads (the xl's), eager": block_residuals(preset(size, context_length=context,
-                                                                          attention="naive"), batch),
-    "sdpa, 32 heads, eager": block_residuals(cfg, batch),
-}
-per_block = pd.DataFrame([{"block": name, "tensors": len(s.records), "MiB saved": s.total_bytes / MiB,
-                           f"× {cfg.num_layers} blocks (GiB)": cfg.num_layers * s.total_bytes / 2**30}
-                          for name, s in blocks.items()])
+blocks, per_block = tm.blocks_saved(size, context, batch, cfg)
 report.save_table(per_block, data_dir, "block_residuals")
 report.table(per_block, floatfmt=".4g")
 report.table(blocks["sdpa, 32 heads, eager"].by_op().head(8), floatfmt=".4g")
 
 # %% tags=["remove-cell", "nbval-ignore-output"]
-block_bytes = blocks["sdpa, 32 heads, eager"].total_bytes
-boundary = batch * context * cfg.d_model * 4  # the residual stream between blocks, fp32
-report.glue_all("tm", {"handout_block_mib": blocks["naive attention, 16 heads, compiled"].total_bytes / MiB,
-                       "naive32_mib": blocks["naive attention, 32 heads (the xl's), eager"].total_bytes / MiB,
-                       "sdpa_mib": block_bytes / MiB, "boundary_mib": boundary / MiB,
-                       "all_blocks_gib": cfg.num_layers * block_bytes / 2**30})
+handout, naive32, sdpa = (blocks[name].total_bytes for name in tm.BLOCKS)
+block_bytes, boundary = sdpa, batch * context * cfg.d_model * 4  # the residual stream between blocks, fp32
+report.glue_all("tm", {"handout_block_mib": handout / tm.MIB, "naive32_mib": naive32 / tm.MIB,
+                       "sdpa_mib": sdpa / tm.MIB, "boundary_mib": boundary / tm.MIB,
+                       "all_blocks_gib": cfg.num_layers * sdpa / tm.GIB})
 
 # %% [markdown]
 # Our compiled 16-head block saves {glue:text}`tm_handout_block_mib:.6g` MiB against the handout's 3651.31 MiB;
@@ -141,21 +119,12 @@ report.glue_all("tm", {"handout_block_mib": blocks["naive attention, 16 heads, c
 # and freed in the backward range. The five largest operations among them, with their share of all residuals:
 
 # %% tags=["nbval-ignore-output"]
-try:
-    nsys.find_nsys()
-    traced = profile == "full" and torch.cuda.is_available()
-except nsys.NsysNotFound:
-    traced = False
-with tempfile.TemporaryDirectory() as tmp:
-    rec = (block_memory.record(size, context, batch, "sdpa", tmp) if traced
-           else block_memory.synthetic_record(cfg, batch, tmp))
-if not traced:
+rec, traced_block, real = tm.traced(size, context, batch, cfg, profile == "full")
+if not real:
     report.md("*No GPU or no nsys on this machine: the trace below is made from the hook measurement above, so it "
               "cannot check it.*")
-traced_block = block_memory.block_memory(rec["events"], rec["ranges"], rec["info"])
-top = traced_block["by_op"].head(5)
 report.save_table(traced_block["by_op"], data_dir, "block_trace_residuals_by_op")
-report.table(top[["op", "tensors", "MiB", "share"]], floatfmt=".4g")
+report.table(traced_block["by_op"].head(5)[["op", "tensors", "MiB", "share"]], floatfmt=".4g")
 
 # %% tags=["remove-input", "nbval-ignore-output"]
 block_memory.plot_curve(traced_block, title=f"one {size} block, batch {batch} × {context}: memory in use (nsys)");
@@ -168,36 +137,10 @@ block_memory.plot_curve(traced_block, title=f"one {size} block, batch {batch} ×
 # projections and saved by the products in `ffn`; the product `ffn.w2` saves as its input was allocated in `ffn`.
 
 # %% tags=["nbval-ignore-output"]
-by_module = pd.concat([blocks["sdpa, 32 heads, eager"].by_module().set_index("module").MiB.rename("hooks (MiB)"),
-                       traced_block["by_module"].set_index("module").MiB.rename("trace (MiB)")], axis=1)
-by_module = by_module.fillna(0).sort_values("hooks (MiB)", ascending=False).rename_axis("module").reset_index()
+by_module = tm.hooks_against_trace(blocks["sdpa, 32 heads, eager"], traced_block)
 report.save_table(by_module, data_dir, "block_trace_vs_hooks")
 report.table(by_module, floatfmt=".4g")
-
-# %% tags=["remove-cell", "nbval-ignore-output"]
-trace_bytes, input_bytes = traced_block["residual_bytes"], rec["info"]["input_bytes"]
-with torch.device("meta"):  # the block's buffers (RoPE's cos and sin tables), sized without memory
-    table_bytes = sum(b.nbytes for b in TransformerBlock(cfg).buffers())
-gap, existing = block_bytes - trace_bytes, input_bytes + table_bytes
-grad = {k: traced_block[f"gradient_bytes_{k}"] for k in ("handout", "direct", "expected")}
-report.glue_all("tm_trace", {
-    "mib": trace_bytes / MiB, "gap_mib": gap / MiB, "input_mib": input_bytes / MiB,
-    "top5_pct": 100 * top.share.sum(), "top1": top.op.iloc[0], "top1_pct": 100 * top.share.iloc[0],
-    "forward_mib": traced_block["forward_allocated_bytes"] / MiB,
-    "backward_change_mib": traced_block["backward_change_bytes"] / MiB,
-    "grad_handout_mib": grad["handout"] / MiB, "grad_direct_mib": grad["direct"] / MiB,
-    "grad_expected_mib": grad["expected"] / MiB, "grad_tensors": traced_block["gradient_tensors"],
-    "block_params_m": rec["info"]["parameters"] / 1e6})
-existing_words = (f"the block's input ({input_bytes / MiB:.4g} MiB), which the first norm saves, and the RoPE's "
-                  f"cos and sin tables ({table_bytes / MiB:.3g} MiB), which the rotation saves: both existed before "
-                  "the forward pass began, so no allocation in the trace stands for them")
-report.glue("tm_trace_gap_words", report.pick(
-    abs(gap - existing) <= 0.001 * block_bytes, existing_words,
-    f"in part ({existing / MiB:.4g} MiB) {existing_words}; the rest, {(gap - existing) / MiB:.4g} MiB, the two "
-    "measurements disagree on"))
-report.glue("tm_trace_grad_words", report.pick(
-    abs(grad["handout"] - grad["expected"]) <= 0.01 * grad["expected"],
-    "which is what the gradients should take", "which is not what the gradients should take"))
+report.glue_all("tm_trace", tm.trace_facts(traced_block, rec, cfg, block_bytes))
 
 # %% [markdown]
 # The trace finds {glue:text}`tm_trace_mib:.5g` MiB of residuals, of the {glue:text}`tm_trace_forward_mib:.5g`
@@ -238,16 +181,9 @@ report.md(f"`nested_levels({cfg.num_layers})` = `{nested_levels(cfg.num_layers)}
 # activation memory of each strategy on paper:
 
 # %% tags=["nbval-ignore-output"]
-n = cfg.num_layers
-plans = [("none", one_level_peak(n, 0, block_bytes, boundary), 0)]
-plans += [(f"one level, groups of {k}", one_level_peak(n, k, block_bytes, boundary), 1) for k in groups if k]
-plans.append((f"nested {nested_levels(n)}", nested_peak(n, nested_levels(n), block_bytes, boundary),
-              len(nested_levels(n))))
-paper = pd.DataFrame([{"strategy": s, "activation peak (GiB)": b / 2**30, "extra forward passes": f}
-                      for s, b, f in plans])
+paper, found = tm.paper_plans(cfg.num_layers, groups, block_bytes, boundary)
 report.table(paper, floatfmt=".3g")
-report.glue("tm_best_k", best_group(n, block_bytes, boundary))
-report.glue("tm_k_star", (n * boundary / block_bytes) ** 0.5)
+report.glue_all("tm", found)
 
 # %% [markdown]
 # ## (b) One level, measured
@@ -263,32 +199,12 @@ report.glue("tm_k_star", (n * boundary / block_bytes) ** 0.5)
 # activations on paper.
 
 # %% tags=["nbval-ignore-output"]
-base = BenchConfig(cfg, batch_size=batch, mode="train", warmup=1, steps=1)
-steps = sweep(base, checkpoint_blocks=groups)
-for phase in ("peak_memory", "backward_peak", "optimizer_peak"):
-    steps[phase.replace("_memory", "") + "_gib"] = steps.get(f"{phase}_mb", pd.Series(float("nan"), index=steps.index)) / 1024
-steps["backward above states (GiB)"] = steps.backward_peak_gib - 16 * parameter_count(cfg) / 2**30
-steps["activations on paper (GiB)"] = [one_level_peak(cfg.num_layers, k, block_bytes, boundary) / 2**30
-                                       for k in steps.checkpoint_blocks]
+steps = tm.checkpointed_steps(sweep(BenchConfig(cfg, batch_size=batch, mode="train", warmup=1, steps=1),
+                                    checkpoint_blocks=groups), cfg, block_bytes, boundary)
 report.save_table(steps.drop(columns=[c for c in steps if c.endswith("times_ms")]), data_dir, "checkpointed_steps")
 report.table(steps[["checkpoint_blocks", "status", "step_ms", "peak_gib", "backward_peak_gib", "optimizer_peak_gib",
                     "backward above states (GiB)", "activations on paper (GiB)"]], floatfmt=".4g")
-
-# %% tags=["remove-cell", "nbval-ignore-output"]
-ok = steps[steps.status == "ok"].set_index("checkpoint_blocks")
-report.glue("tm_unchecked", steps.set_index("checkpoint_blocks").status[0])
-report.glue("tm_fit_words", report.pick(
-    steps.set_index("checkpoint_blocks").status[0] != "ok" and len(ok) > 0,
-    "runs out of memory without checkpointing and fits with it", "does not show the difference on this machine"))
-report.glue("tm_peaks", "; ".join(f"groups of {k}: {g:.3g} GiB" for k, g in ok.peak_gib.items()))
-report.glue("tm_bwd_peaks", "; ".join(f"groups of {k}: {g:.3g} GiB" for k, g in ok.backward_peak_gib.items()))
-report.glue("tm_peak_phase_words", report.pick(
-    len(ok) > 0 and bool((ok.optimizer_peak_gib > ok.backward_peak_gib).all()),
-    "Every step peaks in the AdamW update, after the backward pass has freed the activations: PyTorch's default "
-    "(multi-tensor) AdamW computes the square roots of all second moments at once, a temporary as large as one "
-    f"moment ({4 * parameter_count(cfg) / 2**30:.3g} GiB, 4 bytes per parameter), so the step's peak hardly depends "
-    "on the checkpointing.",
-    "Not every step peaks in the AdamW update: where the backward pass sets the peak, the checkpointing decides it."))
+report.glue_all("tm", tm.checkpoint_facts(steps, cfg))
 
 # %% [markdown]
 # The step {glue:text}`tm_fit_words` (without: {glue:text}`tm_unchecked`). Peaks of the whole step:
@@ -301,7 +217,7 @@ report.glue("tm_peak_phase_words", report.pick(
 #
 # Checkpointing runs every checkpointed block's forward twice; a forward is about a third of a training step's
 # arithmetic (the backward costs twice the forward), so one level should cost about a third more time per step. At
-# the longest context where the unchecked step still fits ({glue:text}`tm_fits` tokens), with and without single-
+# the longest context where the unchecked step still fits ({glue:text}`tm_recompute_fits` tokens), with and without single-
 # block groups:
 
 # %% tags=["nbval-ignore-output"]
@@ -309,19 +225,13 @@ overhead = sweep(BenchConfig(preset(size, context_length=fits_context, attention
                              mode="train", warmup=1, steps=2), checkpoint_blocks=[0, 1])
 report.table(overhead[["context_length", "checkpoint_blocks", "status", "forward_ms", "backward_ms", "step_ms"]],
              floatfmt=".4g")
-
-# %% tags=["remove-cell", "nbval-ignore-output"]
-report.glue("tm_fits", fits_context)
-t = overhead.set_index("checkpoint_blocks")
-report.glue("tm_overhead", t.step_ms[1] / t.step_ms[0] if (t.status == "ok").all() else float("nan"))
-report.glue("tm_backward_growth", t.backward_ms[1] / t.backward_ms[0] if (t.status == "ok").all() else float("nan"))
+report.glue_all("tm_recompute", tm.recompute_cost(overhead) | {"fits": fits_context})
 
 # %% [markdown]
-# With checkpointing the step takes {glue:text}`tm_overhead:.3g` times as long, against about 1.33 by the FLOP count;
-# the backward pass alone grows {glue:text}`tm_backward_growth:.3g`×, because the recomputed forwards run inside it.
-# The trade is worth it where memory, not time, is what stops training: it turned a step that does not fit into
+# With checkpointing the step {glue:text}`tm_recompute_words`. The trade is worth it where memory, not time, is what stops training: it turned a step that does not fit into
 # one that does, for about a third more time, and on a larger GPU or with fewer layers checkpointed one can buy back
-# part of that time.
-#
-# *Not measured here:* the 2026 handout's `memory_profiling` (f), the same residuals read from an Nsight Systems
-# memory trace.
+# part of that time. A middle way keeps the most expensive outputs to recompute through the recomputation:
+# `TransformerLM(cfg, checkpoint_blocks=1, recompute="keep_attention")` (`systems.recompute`) keeps attention's
+# outputs, so the backward recomputes the projections, norms and feed-forward network but not attention, at the
+# memory of one (batch, tokens, d_model) output and its log-sum-exp per block; chapter 18 measures it at the 2026
+# leaderboard's 32K-token context, where attention is nearly half of a block's arithmetic.

@@ -27,9 +27,9 @@ import pandas as pd
 import torch
 
 from systems import figures, pipeline, provenance, report
-from systems.bench.ddp import DDPBenchConfig, benchmark, idle_ms, trace
+from systems.bench.ddp import DDPBenchConfig, benchmark, trace
 from systems.bench.sharding import SETUPS, ShardingConfig, measure
-from systems.chapters.ddp import overlap_facts
+from systems.chapters import fsdp_two_gpus as f2
 from systems.chapters.sharding import memory_table
 from systems.dist import launch
 from systems.model import parameter_count, preset
@@ -55,6 +55,14 @@ report.glue_all("f2", {"size": sharding.model.name, "params_b": parameter_count(
 # %% [markdown]
 # ## Do the gathers arrive in time? (`fsdp_accounting` (b))
 #
+# The handout asks whether a fully sharded step can hide its communication: each layer's weights must be gathered
+# before the layer runs, and a gather that arrives late stalls the GPU. Our FSDP issues the gathers of the first
+# two layers at once and the gather of layer i + 2 when layer i has finished, so the next layer's weights travel
+# while the current one computes; in the backward it gathers again in reverse order and reduce-scatters each
+# layer's gradient as soon as it exists. FSDP2 does the same per Transformer block, on streams of its own. What
+# to look for in the trace below: gaps on the compute stream that line up with all-gathers on the communication
+# stream are layers waiting for their weights; communication that sits under compute kernels is hidden.
+#
 # One profiled training step of the {glue:text}`f2_size` model ({glue:text}`f2_params_b:.3g` B parameters, batch
 # {glue:text}`f2_batch` × {glue:text}`f2_context` tokens per GPU) under our FSDP and under FSDP2, every GPU kernel
 # on its CUDA stream; NCCL's kernels are the communication:
@@ -66,16 +74,7 @@ rank0 = kernels[kernels["rank"] == 0]
 figures.timeline(rank0, title="one training step, rank 0");
 
 # %% tags=["remove-cell", "nbval-ignore-output"]
-facts = overlap_facts(rank0)
-idle = {run: idle_ms(g) for run, g in rank0.groupby("run")}
-spans = {run: g.end_ms.max() - g.start_ms.min() for run, g in rank0.groupby("run")}
-report.glue_all("f2_tl", {"ours_comm": facts["fsdp_comm"], "ours_overlap": facts["fsdp_overlap"],
-                          "ours_idle": idle["fsdp"], "ours_span": spans["fsdp"], "theirs_comm": facts["fsdp2_comm"],
-                          "theirs_overlap": facts["fsdp2_overlap"], "theirs_idle": idle["fsdp2"],
-                          "theirs_span": spans["fsdp2"],
-                          "verdict": report.pick(idle["fsdp"] < 0.05 * spans["fsdp"],
-                                                 "arrive in time: the compute stream is busy for all but",
-                                                 "do not all arrive in time: the compute stream waits for")})
+report.glue_all("f2_tl", f2.timeline_facts(rank0))
 
 # %% [markdown]
 # Our FSDP's gathers {glue:text}`f2_tl_verdict` {glue:text}`f2_tl_ours_idle:.3g` ms of the
@@ -91,7 +90,11 @@ report.glue_all("f2_tl", {"ours_comm": facts["fsdp_comm"], "ours_overlap": facts
 # and PyTorch's `ZeroRedundancyOptimizer`, our FSDP and FSDP2, in fp32 and with bf16 (autocast, and weights gathered
 # in bf16 by the FSDP wrappers). Allocated memory after initialisation, before and after the optimizer step
 # (of the first iteration, which creates the optimizer state, and of the second), with the peak since the previous
-# point, in GiB, the fuller rank:
+# point, in GiB, the fuller rank. What to expect: DDP holds the whole model, its gradients and AdamW's two moments
+# on each GPU, 16 bytes per parameter; ZeRO-1 shards the moments (8 bytes per parameter, halved on two GPUs); FSDP
+# shards all of it, so after the step it should hold half of what DDP holds, plus the activations of its own
+# share of the batch, which sharding does not touch. The peak during the step adds, for FSDP, the gathered weights
+# of the layers in flight.
 
 # %% tags=["nbval-ignore-output"]
 rows = launch(measure, world, sharding, backend=backend, timeout_s=timeout_s)[0]
@@ -99,23 +102,9 @@ report.save_table(pd.DataFrame([{k: v for k, v in r.items() if k != "memory"} fo
 report.table(memory_table(rows))
 
 # %% tags=["nbval-ignore-output"]
-summary = pd.DataFrame([{"setup": r["optimizer"], "step_ms": r["step_ms"],
-                         "after step (GiB)": r["memory"][-1]["allocated_mb"] / 1024,
-                         "step peak (GiB)": max(m["peak_mb"] for m in r["memory"]) / 1024} for r in rows])
+summary = f2.setup_summary(rows)
 report.table(summary, floatfmt=".4g")
-
-# %% tags=["remove-cell", "nbval-ignore-output"]
-s = summary.set_index("setup")
-goals = {
-    "step_ratio": s.step_ms["FSDP (ours)"] / s.step_ms["FSDP2"],
-    "step_ratio_bf16": s.step_ms["FSDP (ours) bf16"] / s.step_ms["FSDP2 bf16"],
-    "peak_ratio": s["step peak (GiB)"]["FSDP (ours)"] / s["step peak (GiB)"]["FSDP2"],
-    "state_vs_half_ddp": s["after step (GiB)"]["FSDP (ours)"] / (s["after step (GiB)"]["DDP"] / 2),
-}
-report.glue_all("f2_goal", goals | {
-    "time_words": report.pick(goals["step_ratio"] <= 1.10, "within", "outside"),
-    "peak_words": report.pick(goals["peak_ratio"] <= 1.05, "within", "outside"),
-    "state_words": report.pick(abs(goals["state_vs_half_ddp"] - 1) <= 0.05, "within", "outside")})
+report.glue_all("f2_goal", f2.goal_facts(summary))
 
 # %% [markdown]
 # Our FSDP takes {glue:text}`f2_goal_step_ratio:.3g` times FSDP2's step time in fp32
@@ -133,16 +122,15 @@ report.glue_all("f2_goal", goals | {
 # %% tags=["nbval-ignore-output"]
 measured = benchmark(simulated, [("bucketed", {"bucket_size_mb": 25}), ("fsdp", {})], world_size=world,
                      backend=backend, timeout_s=timeout_s)
-sim = pd.read_csv(pipeline.BOOK_DATA / "14_parallelism_at_scale" / "simulated_steps.csv")
-sim2 = sim.query("devices == 2 and strategy in ['bucketed', 'fsdp']").pivot_table(
-    index="strategy", columns="latency", values="step_ms")
-side = measured.rename(columns={"variant": "strategy"})[["strategy", "status", "step_ms"]].merge(
-    sim2.reset_index(), on="strategy", how="left")
+side = f2.against_simulation(measured, pd.read_csv(pipeline.BOOK_DATA / "14_parallelism_at_scale" /
+                                                  "simulated_steps.csv"))
 report.save_table(side, data_dir, "against_simulation")
-report.table(side.rename(columns={"step_ms": "measured (ms)", "call": "simulated, latency per call (ms)",
-                                  "step": "simulated, latency per ring step (ms)"}), floatfmt=".4g")
+report.table(side, floatfmt=".4g")
 
 # %% [markdown]
 # The simulation assumed compute that communication does not slow down and the single-GPU pass times of another
 # run; where the measurement is slower than both simulated readings, that difference is what sharing the GPU
-# between NCCL's kernels and the model's costs.
+# between NCCL's kernels and the model's costs. Two readings bracket the per-call latency the two-GPU fit cannot
+# separate: paid once per collective (optimistic) or once per ring step (pessimistic); with two devices a ring has
+# one step each way, so here the two differ little, and the comparison tests the pass times and the overlap rather
+# than the latency model.

@@ -93,13 +93,6 @@ def test_modules_are_short(path):
     assert lines <= MAX_LINES, f"{path} has {lines} lines; split it by job"
 
 
-# Chapters that still hold more code than prose; each leaves the list when its code moves into systems.chapters
-# (a GPU run of the chapter comes with that). The list may only shrink: a chapter on it that is mostly prose now
-# fails the test until it is taken off.
-STILL_CODE_HEAVY = {"02_nsys_profile", "06_torch_compile", "10_bucket_model", "13_training_memory",
-                    "16_fsdp_two_gpus"}
-
-
 def chapter_lines(name: str) -> tuple[int, int]:
     code = prose = 0
     for cell in jupytext.read(pipeline.NOTEBOOKS / f"{name}.py").cells:
@@ -114,7 +107,4 @@ def chapter_lines(name: str) -> tuple[int, int]:
 @pytest.mark.parametrize("name", pipeline.chapters())
 def test_each_chapter_is_more_prose_than_code(name):
     code, prose = chapter_lines(name)
-    if name in STILL_CODE_HEAVY:
-        assert code >= prose, f"{name} is mostly prose now ({code} lines of code, {prose} of prose): take it off the list"
-    else:
-        assert code < prose, f"{name} holds {code} lines of code against {prose} of prose"
+    assert code < prose, f"{name} holds {code} lines of code against {prose} of prose"

@@ -74,5 +74,6 @@ def compile_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
     return wide, {"fwd_min": by_mode.min()["forward"], "fwd_max": by_mode.max()["forward"],
                   "train_min": by_mode.min()["train"], "train_max": by_mode.max()["train"], "first": sizes[0],
                   "last": sizes[-1], "first_train": first["train"], "last_train": last["train"],
-                  "shrinks": bool(last["train"] < first["train"])}
+                  "shrinks": bool(last["train"] < first["train"]),
+                  "trend": "shrinks" if last["train"] < first["train"] else "does not shrink"}
 
