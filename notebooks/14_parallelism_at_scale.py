@@ -39,7 +39,7 @@ from systems.memory.saved import model_residuals_per_token
 from systems.model import parameter_count, preset
 from systems.scaling import plans
 from systems.scaling.collectives import (alternate_ring_all_reduce, best_bucket, ddp_overhead, fit_error,
-                                         fit_latency_bandwidth, ring_all_reduce)
+                                         ring_all_reduce)
 from systems.scaling.parallel import (FFN, NETWORKS, TorusMesh, best_mesh, devices_to_fit, half_sharded_memory,
                                       largest_devices, memory_per_device)
 from systems.scaling.simulate import Cluster, model_layers
@@ -333,7 +333,7 @@ measured = pd.read_csv(pipeline.BOOK_DATA / "08_allreduce" / "allreduce.csv")
 ar = measured.query("backend == 'nccl' and world_size == 2 and status == 'ok'").copy()
 ar_stamp = pipeline.run_info("08_allreduce")["stamp"]
 ar["bytes"] = ar.size_mb * 2**20
-o, w = fit_latency_bandwidth(ar.bytes, ar.median_ms / 1e3)
+o, w = plans.two_device_link(measured)
 peak = H200.link_bandwidth
 ar["measured_ms"] = ar.median_ms
 ar["§8 ring (ms)"] = [1e3 * ring_all_reduce(b, 2, peak) for b in ar.bytes]
