@@ -50,7 +50,7 @@ else:  # the same code at a toy size, in fp32 (Triton's CPU interpreter has no b
     dtype, head_tokens, adamw_params, depths, rep = torch.float32, 128, 50_000, [1], dict(rep=1, warmup=1)
     ours, plain = replace(ours, compiled=False), replace(plain, attention="sdpa", compiled=False)
 gpu = H200 if "H200" in provenance.stamp()["gpu"] else H100
-report.glue_all("lb", {"gpu": provenance.stamp()["gpu"], "context": cfg.context_length, "vocab": cfg.vocab_size,
+report.glue_all("lb", {"context": cfg.context_length, "vocab": cfg.vocab_size,
                        "layers": cfg.num_layers, "head_tokens": head_tokens, "peak_tflops": gpu.peak_flops["bf16"] / 1e12})
 
 # %% [markdown]
@@ -91,16 +91,10 @@ head = measured(data_dir, "head_and_loss", lb.head_and_loss, head_tokens, cfg=cf
 report.table(head.drop(columns=["vocab", "d_model"]), ".4g")
 
 # %% tags=["remove-cell", "nbval-ignore-output"]
-report.glue_all("lb_head", words.head_facts(head))
+report.glue("lb_head_words", words.head_words(head, provenance.stamp()["gpu"]))
 
 # %% [markdown]
-# On the {glue:text}`lb_gpu` the fused head takes {glue:text}`lb_head_fused_ms:.4g` ms
-# ({glue:text}`lb_head_fused_tflops:.4g` TFLOP/s), {glue:text}`lb_head_vs_compiled` than the unfused
-# one under `torch.compile` ({glue:text}`lb_head_compiled_ms:.4g` ms; eager: {glue:text}`lb_head_eager_ms:.4g` ms).
-# Above its inputs it takes {glue:text}`lb_head_fused_gib:.3g` GiB, of which {glue:text}`lb_head_grads_gib:.3g` GiB
-# are the two gradients every head returns; what is left, {glue:text}`lb_head_workspace_gib:.3g` GiB of workspace,
-# is {glue:text}`lb_head_budget`. The compiled unfused head needs {glue:text}`lb_head_compiled_gib:.3g` GiB, the
-# eager one {glue:text}`lb_head_eager_gib:.3g` GiB.
+# {glue:text}`lb_head_words`
 #
 # ## AdamW in one pass
 #
@@ -116,15 +110,10 @@ adamw = measured(data_dir, "adamw", lb.adamw_step, adamw_params, cfg=cfg, **rep)
 report.table(adamw, ".4g")
 
 # %% tags=["remove-cell", "nbval-ignore-output"]
-report.glue_all("lb_adamw", words.adamw_facts(adamw, gpu.memory_bandwidth))
+report.glue("lb_adamw_words", words.adamw_words(adamw, gpu.memory_bandwidth))
 
 # %% [markdown]
-# Over {glue:text}`lb_adamw_params_b:.3g` billion parameters in {glue:text}`lb_adamw_tensors` tensors ours takes
-# {glue:text}`lb_adamw_ours_ms:.4g` ms, {glue:text}`lb_adamw_vs_fused` than PyTorch's fused AdamW
-# ({glue:text}`lb_adamw_fused_ms:.4g` ms) and {glue:text}`lb_adamw_vs_foreach` than its for-each one
-# ({glue:text}`lb_adamw_foreach_ms:.4g` ms). It moves {glue:text}`lb_adamw_ours_tbs:.3g` TB/s,
-# {glue:text}`lb_adamw_peak_share:.0%` of the memory's datasheet bandwidth (PyTorch's fused one:
-# {glue:text}`lb_adamw_fused_tbs:.3g` TB/s).
+# {glue:text}`lb_adamw_words`
 #
 # ## One block at 32K tokens
 #
@@ -138,7 +127,7 @@ blocks = measured(data_dir, "block", lb.block_step, [plain.attention, ours.atten
                   compiled=[False, True] if ours.compiled else [False], cfg=cfg, dtype=dtype, **rep)
 comparison = words.block_comparison(blocks, ours.attention, plain.attention)
 report.table(comparison, ".4g")
-report.glue_all("lb_block", words.block_facts(comparison, ours.attention, plain.attention))
+report.glue("lb_block_words", words.block_words(comparison, ours.attention, plain.attention))
 
 # %% tags=["remove-input", "nbval-ignore-output"]
 figures.bars(blocks[blocks.status == "ok"].assign(how=lambda d: d.recompute + d.compiled.map({True: ", compiled",
@@ -146,12 +135,7 @@ figures.bars(blocks[blocks.status == "ok"].assign(how=lambda d: d.recompute + d.
              "how", "ms", "attention", None, "forward + backward (ms)", "one block, batch 2", log=False);
 
 # %% [markdown]
-# Of the {glue:text}`lb_block_compared` configurations measured with both attentions, ours is faster at
-# {glue:text}`lb_block_faster` ({glue:text}`lb_block_where_faster`). The fastest block with our attention
-# ({glue:text}`lb_block_ours_best`, {glue:text}`lb_block_ours_best_ms:.4g` ms, MFU
-# {glue:text}`lb_block_ours_best_mfu:.0%`) is {glue:text}`lb_block_best_vs_best` than the fastest with cuDNN's
-# ({glue:text}`lb_block_plain_best`, {glue:text}`lb_block_plain_best_ms:.4g` ms, MFU
-# {glue:text}`lb_block_plain_best_mfu:.0%`). Attention at head dimension 128 is where chapter 07 found our kernel
+# {glue:text}`lb_block_words` Attention at head dimension 128 is where chapter 07 found our kernel
 # furthest behind cuDNN's, and here it is nearly half the block's arithmetic.
 #
 # ## The step, as deep as one GPU holds
@@ -166,20 +150,15 @@ figures.bars(blocks[blocks.status == "ok"].assign(how=lambda d: d.recompute + d.
 # %% tags=["nbval-ignore-output"]
 steps = measured(data_dir, "model_step", lb.model_step, depths, [ours, plain], cfg=cfg, dtype=dtype, **rep)
 report.table(steps[["layers", "recipe", "status", "ms", "mfu", "extra_gib"]], ".4g")
-deep = words.deepest_facts(steps, ours.label, plain.label)
-report.glue_all("lb_deep", deep)
+depth, deep_words = words.deepest(steps, ours.label, plain.label)
+report.glue("lb_deep_words", deep_words)
 
 # %% tags=["remove-input", "nbval-ignore-output"]
 figures.lines(steps[steps.status == "ok"], "layers", "ms", "recipe", "the step against its depth", "blocks",
               "step (ms)", logx=False, logy=False, legend_below=True);
 
 # %% [markdown]
-# Both recipes ran with up to {glue:text}`lb_deep_layers` blocks (ours alone with up to
-# {glue:text}`lb_deep_deepest_ours`). There our step takes {glue:text}`lb_deep_ours_ms:.4g` ms,
-# {glue:text}`lb_deep_vs_plain` than the plain recipe's {glue:text}`lb_deep_plain_ms:.4g` ms, at an MFU of
-# {glue:text}`lb_deep_ours_mfu:.0%` against {glue:text}`lb_deep_plain_mfu:.0%`, with
-# {glue:text}`lb_deep_ours_gib:.4g` GiB above what existed before the step against
-# {glue:text}`lb_deep_plain_gib:.4g` GiB.
+# {glue:text}`lb_deep_words`
 #
 # ## Each technique on and off
 #
@@ -190,8 +169,7 @@ figures.lines(steps[steps.status == "ok"], "layers", "ms", "recipe", "the step a
 swaps = [ours, replace(ours, attention=plain.attention), replace(ours, fused_loss=False),
          replace(ours, fused_adamw=False), replace(ours, recompute="keep_attention"),
          replace(ours, recompute="none"), replace(ours, compiled=not ours.compiled), plain]
-ablation = measured(data_dir, "ablation", lb.model_step, [max(deep["layers"], 1)], swaps, cfg=cfg, dtype=dtype,
-                    **rep)
+ablation = measured(data_dir, "ablation", lb.model_step, [max(depth, 1)], swaps, cfg=cfg, dtype=dtype, **rep)
 report.table(words.ablation_table(ablation, ours.label), ".4g")
 
 # %% [markdown]
@@ -216,28 +194,14 @@ plans, plan = words.two_gpu_plan(cfg, one_sequence, half_head, adamw, link)
 report.table(words.plan_table(plans), ".3g")
 
 # %% tags=["remove-cell", "nbval-ignore-output"]
-fits = {name: parts_["total"] < H200.memory_bytes for name, parts_ in plans.items()}  # the two-GPU machines' GPUs
-report.glue_all("lb_plan", {"step_s": plan["step"], "compute_s": plan["compute"], "exposed_s": plan["exposed"],
-                            "optimizer_s": plan["optimizer"], "o_us": link[0] * 1e6, "w_gbs": link[1] / 1e9,
-                            "fits": ", ".join(n for n, ok in fits.items() if ok) or "none of them",
-                            "gpu_gib": H200.memory_bytes / 2**30, "best_gib": plans["fused loss, recomputed blocks"]
-                            ["total"] / 2**30, "vs_class": plan["step"] * 1e3 / 6199})
+report.glue("lb_plan_words", words.plan_words(plans, plan, H200.memory_bytes, link))  # the two-GPU machines' GPUs
 
 # %% [markdown]
-# The two-GPU machines the next chapter runs on hold {glue:text}`lb_plan_gpu_gib:.3g` GiB per GPU (H200s); of the four
-# plans the ones that fit there are:
-# {glue:text}`lb_plan_fits`. With the fused loss and every block recomputed a GPU holds
-# {glue:text}`lb_plan_best_gib:.3g` GiB.
-#
-# The step those parts predict: every block's measured forward and backward with recomputation (at one sequence,
-# the forward taken as a quarter of it: one forward, then a forward again and the backward's two), the fused head
-# and loss, FSDP's gathers and reduce-scatters on the link chapter 08 measured between two GPUs (a per-call
-# overhead of {glue:text}`lb_plan_o_us:.3g` µs and {glue:text}`lb_plan_w_gbs:.3g` GB/s), scheduled as
+# The two-GPU machines the next chapter runs on have H200s. The step the plan predicts is every block's measured
+# forward and backward with recomputation (at one sequence, the forward taken as a quarter of it: one forward, then
+# a forward again and the backward's two), the fused head and loss, FSDP's gathers and reduce-scatters scheduled as
 # `systems.scaling.simulate` schedules them (two blocks' gathers ahead of the compute), then our AdamW over each
-# GPU's half of the parameters. That comes to {glue:text}`lb_plan_step_s:.3g` s per step:
-# {glue:text}`lb_plan_compute_s:.3g` s of forward and backward, {glue:text}`lb_plan_exposed_s:.3g` s of
-# communication the compute does not hide, {glue:text}`lb_plan_optimizer_s:.3g` s of optimizer;
-# {glue:text}`lb_plan_vs_class:.2f` times the class's best of 6,199 ms on two B200s.
+# GPU's half of the parameters. {glue:text}`lb_plan_words`
 #
 # What the two-GPU run will check: that the plan's memory is what FSDP2 holds (the peak per GPU), that the
 # communication hides as the simulation says (a trace of one step, the streams side by side), and that the step

@@ -43,7 +43,7 @@ if not torch.cuda.is_available():
 from systems import figures, pipeline, provenance, report
 from systems.bench import leaderboard_step as whole
 from systems.bench.leaderboard_2026 import PLAIN, Recipe
-from systems.chapters import leaderboard as words
+from systems.chapters import leaderboard_two_gpus as words
 from systems.model import LEADERBOARD_2026
 from systems.resumable import measured
 from systems.scaling.plans import two_device_link
@@ -54,7 +54,7 @@ if profile == "full":  # the handout's harness, shortened from 30 s and 10 s of 
 else:
     cfg, rep, timeout_s = whole.TOY, dict(rep=1, warmup=0), 900
 ours, plain = whole.on_this_machine(Recipe()), whole.on_this_machine(PLAIN)
-one_gpu = f"{data_dir}/../18_leaderboard_one_gpu"  # what the previous chapter measured in this run's profile
+one_gpu = f"{data_dir}/../18_leaderboard_one_gpu" if data_dir else None  # the previous chapter's data, this profile
 report.glue_all("lb2", {"layers": cfg.num_layers, "rep_s": rep["rep"] / 1e3, "warmup_s": rep["warmup"] / 1e3,
                         "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU (gloo smoke run)"})
 
@@ -81,16 +81,19 @@ report.save_table(steps, data_dir, "steps")
 report.table(steps[["sharding", "recipe", "status", "ms", "mfu", "peak GiB (fuller rank)", "first_loss"]], ".4g")
 
 # %% tags=["remove-cell", "nbval-ignore-output"]
-report.glue_all("lb2_step", words.two_gpu_facts(steps, ours.label, plain.label, class_best_ms=6199))
+report.glue("lb2_step_words", words.step_words(steps, ours.label, plain.label))
 
 # %% [markdown]
-# With FSDP2 our step takes {glue:text}`lb2_step_ours_ms:.5g` ms, {glue:text}`lb2_step_vs_plain` than plain
-# PyTorch's {glue:text}`lb2_step_plain_ms:.5g` ms, and {glue:text}`lb2_step_vs_class` than the class's best of
-# 6,199 ms (on two B200s, each with more than twice an H200's dense bf16 throughput). That is an MFU of
-# {glue:text}`lb2_step_ours_mfu:.0%` of the two GPUs' dense bf16 peak, counting the step's 5.04 PFLOP as the previous
-# chapter counts them. Our own FSDP takes {glue:text}`lb2_step_ours_fsdp_ms:.5g` ms with the same recipe. The first
-# step's loss, from the same weights, is the same for both recipes of a sharding to within
-# {glue:text}`lb2_step_loss_spread:.2g` (relative): the techniques change how the step is computed, not what.
+# The columns: `ms`, the slower rank's mean step; `mfu`, the step's FLOPs over what the two GPUs' dense bf16 peak
+# could do in that time; the fuller rank's peak of memory held by tensors over the whole run (every transient
+# included, the compiler's workspaces too); `first_loss`, the loss of the first step before any
+# update, from weights drawn with the same seed for both recipes of a sharding. The two recipes compute the same
+# function in different ways (attention in Triton or cuDNN, the loss with or without the logits, AdamW in one
+# kernel or PyTorch's), so their first losses must agree to within rounding: a check that the fast recipe is still
+# the handout's model.
+
+# %% [markdown]
+# {glue:text}`lb2_step_words`
 #
 # ## Where one step's time goes
 #
@@ -100,20 +103,16 @@ report.glue_all("lb2_step", words.two_gpu_facts(steps, ours.label, plain.label, 
 # %% tags=["nbval-ignore-output"]
 traced = measured(data_dir, "trace", whole.launched, 2, cfg, ours, "fsdp2", 2, **rep, trace=True,
                   timeout_s=timeout_s)
-kernels, spent = words.trace_facts(traced)
+kernels, spent = words.trace_words(traced)
 report.save_table(kernels, data_dir, "trace")
-report.glue_all("lb2_trace", spent)
+report.glue("lb2_trace_words", spent)
 figures.timeline(kernels.assign(run="FSDP2, our recipe"), title="one step, rank 0");
 
 # %% [markdown]
 # What to look for: FSDP2 issues each block's all-gather ahead of the block, on a stream of its own, so that the
 # weights arrive while the previous block computes; in the backward, each block's reduce-scatter follows its
 # gradients. A gap on the compute stream that lines up with an all-gather is a block waiting for its weights; a
-# gap after the last block is the optimizer's host work or the loss's. The step spans
-# {glue:text}`lb2_trace_span_ms:.5g` ms on rank 0's GPU. Communication overlaps compute for
-# {glue:text}`lb2_trace_overlap_ms:.4g` ms of it, and the compute streams are idle for
-# {glue:text}`lb2_trace_idle_ms:.4g` ms ({glue:text}`lb2_trace_idle_share:.0%`): the time the GPU waited, for a
-# gather that had not arrived or for the host.
+# gap after the last block is the optimizer's host work or the loss's. {glue:text}`lb2_trace_words`
 #
 # ## Against the plan
 #
@@ -121,14 +120,12 @@ figures.timeline(kernels.assign(run="FSDP2, our recipe"), title="one step, rank 
 # said what each GPU would hold. The prediction and the measurement, side by side:
 
 # %% tags=["nbval-ignore-output"]
-if data_dir:  # (the tests' reference run keeps no data, so it has no previous chapter's to read)
-    link = two_device_link(pd.read_csv(pipeline.BOOK_DATA / "08_allreduce" / "allreduce.csv"))
-    against = words.plan_check(one_gpu, cfg, steps, ours.label, link)
-    report.table(against, ".4g")
-    report.glue_all("lb2_plan", against.set_index("quantity").ratio.rename(lambda q: q.split(" ")[0]).to_dict())
+link = two_device_link(pd.read_csv(pipeline.BOOK_DATA / "08_allreduce" / "allreduce.csv"))
+against, said = words.plan_check(one_gpu, cfg, steps, ours.label, link)
+report.table(against, ".4g")
+report.glue("lb2_plan_words", said)
 
 # %% [markdown]
-# The measured step is {glue:text}`lb2_plan_step:.3g` times the predicted one, and the fuller GPU's peak memory
-# {glue:text}`lb2_plan_memory:.3g` times the plan's. The simulation assumed that NCCL's kernels and the model's do
+# {glue:text}`lb2_plan_words` The simulation assumed that NCCL's kernels and the model's do
 # not slow each other down and that a block's forward is a quarter of its recomputed forward and backward; where
 # the measurement is slower, the trace above shows where the difference went.

@@ -1,8 +1,13 @@
 """What chapter 18 (the 2026 leaderboard on one GPU) says of its measurements: the step's FLOPs and state by part,
-each part against plain PyTorch's, the deepest model that fits, the ablation, and the plan for two GPUs."""
+each part against plain PyTorch's, the deepest model that fits, the ablation, and the plan for two GPUs.
+
+Every sentence that quotes a measurement is built here from the rows (the chapter glues it whole), so a variant that
+did not run (out of memory, refused by a back end) or a quantity a machine cannot measure (device memory on a CPU)
+is said in words where its number would stand."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pandas as pd
@@ -14,6 +19,41 @@ from systems.scaling.leaderboard import MeasuredParts, memory_per_gpu, predicted
 from systems.scaling.simulate import Cluster
 
 GIB, PFLOP = 2**30, 1e15
+CLASS_BEST_MS = 6199  # the Spring 2026 class leaderboard's best step, two B200s (published, not measured here)
+
+
+def value(row: pd.Series | None, column: str, spec: str, unit: str = "") -> str:
+    """A measured number for a sentence, or why there is none: the row's status where it did not run, "not
+    measured" where the quantity is missing (device memory on a CPU)."""
+    if row is None:
+        return "not run"
+    if row.get("status", "ok") != "ok":
+        return f"not run here ({row.status})"
+    x = row.get(column, math.nan)
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "not measured on this machine"
+    return f"{x:{spec}}{unit}"
+
+
+def has(row: pd.Series | None, column: str) -> bool:
+    """Whether ``row`` ran and has a number in ``column``."""
+    if row is None or row.get("status", "ok") != "ok":
+        return False
+    x = row.get(column, math.nan)
+    return x is not None and not (isinstance(x, float) and math.isnan(x))
+
+
+def ratio_words(a: pd.Series | None, b: pd.Series | None, column: str = "ms") -> str:
+    """``a``'s time against ``b``'s ("1.2× faster", "3% slower"), or why the two cannot be compared."""
+    ok = [r is not None and r.get("status", "ok") == "ok" and math.isfinite(r[column]) for r in (a, b)]
+    return times(a[column] / b[column]) if all(ok) else "not comparable here (one of the two did not run)"
+
+
+def _row(df: pd.DataFrame, **where) -> pd.Series | None:
+    match = df
+    for column, wanted in where.items():
+        match = match[match[column] == wanted]
+    return match.iloc[0] if len(match) else None
 
 
 def step_table(cfg: ModelConfig, batch: int, peak_flops: float) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -32,33 +72,33 @@ def step_table(cfg: ModelConfig, batch: int, peak_flops: float) -> tuple[pd.Data
     return df, facts
 
 
-def _ms(df: pd.DataFrame, column: str, value: str) -> float:
-    row = df[(df[column] == value) & (df.status == "ok")]
-    return float(row.ms.iloc[0]) if len(row) else float("nan")
-
-
-def head_facts(df: pd.DataFrame, budget_gib: float = 2.0) -> dict[str, Any]:
+def head_words(df: pd.DataFrame, gpu: str, budget_gib: float = 2.0) -> str:
     """The fused head and loss against the compiled and eager unfused ones: time, memory above the inputs, and the
-    workspace (that memory less the two gradients any head returns)."""
-    by = df.set_index("variant")
-    fused, compiled = by.loc["fused"], by.loc["compiled"]
+    workspace (that memory less the two gradients any head returns) against ``budget_gib``."""
+    fused, compiled, eager = (_row(df, variant=v) for v in ("fused", "compiled", "eager"))
+    timing = (f"On the {gpu} the fused head takes {value(fused, 'ms', '.4g', ' ms')} "
+              f"({value(fused, 'tflops', '.4g', ' TFLOP/s')}), {ratio_words(fused, compiled)} than the unfused one "
+              f"under `torch.compile` ({value(compiled, 'ms', '.4g', ' ms')}; eager: {value(eager, 'ms', '.4g', ' ms')}).")
+    if not has(fused, "extra_gib"):
+        return timing + " Device memory is measured on a GPU only."
     workspace = fused.extra_gib - fused.gradients_gib
-    return {"fused_ms": fused.ms, "compiled_ms": compiled.ms, "eager_ms": by.loc["eager"].ms,
-            "vs_compiled": times(fused.ms / compiled.ms), "fused_gib": fused.extra_gib,
-            "compiled_gib": compiled.extra_gib, "eager_gib": by.loc["eager"].extra_gib, "workspace_gib": workspace,
-            "grads_gib": fused.gradients_gib, "fused_tflops": fused.tflops,
-            "budget": f"{'below' if workspace < budget_gib else 'above'} the {budget_gib:g} GiB set as the goal"}
+    return (f"{timing} Above its inputs it takes {fused.extra_gib:.3g} GiB, of which {fused.gradients_gib:.3g} GiB are "
+            f"the two gradients every head returns; what is left, {workspace:.3g} GiB of workspace, is "
+            f"{'below' if workspace < budget_gib else 'above'} the {budget_gib:g} GiB set as the goal. The compiled "
+            f"unfused head takes {value(compiled, 'extra_gib', '.3g', ' GiB')}, the eager one "
+            f"{value(eager, 'extra_gib', '.3g', ' GiB')}.")
 
 
-def adamw_facts(df: pd.DataFrame, hbm_bytes_per_s: float) -> dict[str, Any]:
-    """Ours against PyTorch's fused and for-each AdamW, and the bandwidth each reaches of the memory's peak."""
-    by = df.set_index("variant")
-    ours = by.loc["ours"]
-    return {"params_b": ours.params / 1e9, "tensors": int(ours.tensors), "ours_ms": ours.ms,
-            "fused_ms": by.loc["torch fused"].ms, "foreach_ms": by.loc["foreach"].ms,
-            "vs_fused": times(ours.ms / by.loc["torch fused"].ms), "vs_foreach": times(ours.ms / by.loc["foreach"].ms),
-            "ours_tbs": ours.tb_per_s, "peak_share": ours.tb_per_s * 1e12 / hbm_bytes_per_s,
-            "fused_tbs": by.loc["torch fused"].tb_per_s}
+def adamw_words(df: pd.DataFrame, hbm_bytes_per_s: float) -> str:
+    """Ours against PyTorch's fused and for-each AdamW, and the bandwidth ours reaches of the memory's peak."""
+    ours, fused, foreach = (_row(df, variant=v) for v in ("ours", "torch fused", "foreach"))
+    share = (f", {ours.tb_per_s * 1e12 / hbm_bytes_per_s:.1%} of the memory's datasheet bandwidth"
+             if has(ours, "tb_per_s") else "")
+    return (f"Over {ours.params / 1e9:.3g} billion parameters in {int(ours.tensors)} tensors ours takes "
+            f"{value(ours, 'ms', '.4g', ' ms')}, {ratio_words(ours, fused)} than PyTorch's fused AdamW "
+            f"({value(fused, 'ms', '.4g', ' ms')}) and {ratio_words(ours, foreach)} than its for-each one "
+            f"({value(foreach, 'ms', '.4g', ' ms')}). It moves {value(ours, 'tb_per_s', '.3g', ' TB/s')}{share} "
+            f"(PyTorch's fused one: {value(fused, 'tb_per_s', '.3g', ' TB/s')}).")
 
 
 def block_comparison(df: pd.DataFrame, ours: str = "flash_triton", plain: str = "sdpa_cudnn") -> pd.DataFrame:
@@ -72,40 +112,45 @@ def block_comparison(df: pd.DataFrame, ours: str = "flash_triton", plain: str = 
     return out.reset_index()
 
 
-def block_facts(comparison: pd.DataFrame, ours: str = "flash_triton", plain: str = "sdpa_cudnn") -> dict[str, Any]:
+def block_words(comparison: pd.DataFrame, ours: str = "flash_triton", plain: str = "sdpa_cudnn") -> str:
     """Where our block wins and loses against the plain one, and the fastest configuration of each."""
     c = comparison.dropna(subset=["ours / plain"])
+    if c.empty:
+        return "No configuration ran with both attentions here."
     faster = c[c["ours / plain"] < 1]
-    fastest_ours = comparison.loc[comparison[f"{ours} ms"].idxmin()]
-    fastest_plain = comparison.loc[comparison[f"{plain} ms"].idxmin()]
     describe = lambda r: f"{'compiled' if r.compiled else 'eager'}, recompute {r.recompute}"  # noqa: E731
-    return {"compared": len(c), "faster": len(faster),
-            "where_faster": "; ".join(describe(r) for r in faster.itertuples()) or "none",
-            "ours_best": describe(fastest_ours), "ours_best_ms": fastest_ours[f"{ours} ms"],
-            "ours_best_mfu": fastest_ours[f"{ours} MFU"], "plain_best": describe(fastest_plain),
-            "plain_best_ms": fastest_plain[f"{plain} ms"], "plain_best_mfu": fastest_plain[f"{plain} MFU"],
-            "best_vs_best": times(fastest_ours[f"{ours} ms"] / fastest_plain[f"{plain} ms"])}
+    best_ours, best_plain = c.loc[c[f"{ours} ms"].idxmin()], c.loc[c[f"{plain} ms"].idxmin()]
+    mfu = lambda x: "" if math.isnan(x) else f", MFU {x:.0%}"  # noqa: E731
+    return (f"Of the {len(c)} configurations measured with both attentions, ours is faster at {len(faster)}"
+            f"{' (' + '; '.join(describe(r) for r in faster.itertuples()) + ')' if len(faster) else ''}. The fastest "
+            f"block with our attention ({describe(best_ours)}, {best_ours[f'{ours} ms']:.4g} ms"
+            f"{mfu(best_ours[f'{ours} MFU'])}) is {times(best_ours[f'{ours} ms'] / best_plain[f'{plain} ms'])} than "
+            f"the fastest with cuDNN's ({describe(best_plain)}, {best_plain[f'{plain} ms']:.4g} ms"
+            f"{mfu(best_plain[f'{plain} MFU'])}).")
 
 
-def deepest_facts(steps: pd.DataFrame, ours: str, plain: str) -> dict[str, Any]:
-    """The deepest model both recipes ran, and ours against the plain one there (time, MFU, memory)."""
-    ran = steps[steps.status == "ok"].pivot_table(index="layers", columns="recipe", values=["ms", "mfu", "extra_gib"],
-                                                  dropna=False)
-    both = ran["ms"][[ours, plain]].dropna()
-    if both.empty:
-        return {"layers": 0, "words": "no depth ran with both recipes"}
-    n = int(both.index.max())
-    return {"layers": n, "ours_ms": ran["ms"].loc[n, ours], "plain_ms": ran["ms"].loc[n, plain],
-            "vs_plain": times(ran["ms"].loc[n, ours] / ran["ms"].loc[n, plain]),
-            "ours_mfu": ran["mfu"].loc[n, ours], "plain_mfu": ran["mfu"].loc[n, plain],
-            "ours_gib": ran["extra_gib"].loc[n, ours], "plain_gib": ran["extra_gib"].loc[n, plain],
-            "deepest_ours": int(ran["ms"][ours].dropna().index.max())}
+def deepest(steps: pd.DataFrame, ours: str, plain: str) -> tuple[int, str]:
+    """The deepest model both recipes ran, and ours against the plain one there (time, MFU, memory), in words."""
+    ran = steps[steps.status == "ok"]
+    both = set(ran[ran.recipe == ours].layers) & set(ran[ran.recipe == plain].layers)
+    if not both:
+        return 0, "No depth ran with both recipes here."
+    n = max(both)
+    mine, theirs = _row(ran, layers=n, recipe=ours), _row(ran, layers=n, recipe=plain)
+    blocks = lambda k: f"{k} block{'' if k == 1 else 's'}"  # noqa: E731
+    said = (f"Both recipes ran with up to {blocks(n)} (ours alone with up to "
+            f"{blocks(int(ran[ran.recipe == ours].layers.max()))}). There our step takes {mine.ms:.4g} ms, "
+            f"{ratio_words(mine, theirs)} than the plain recipe's {theirs.ms:.4g} ms")
+    if has(mine, "mfu") and has(theirs, "mfu"):
+        said += f", at an MFU of {mine.mfu:.0%} against {theirs.mfu:.0%}"
+    if has(mine, "extra_gib") and has(theirs, "extra_gib"):
+        said += f", with {mine.extra_gib:.4g} GiB above what existed before the step against {theirs.extra_gib:.4g} GiB"
+    return n, said + "."
 
 
 def ablation_table(steps: pd.DataFrame, full: str) -> pd.DataFrame:
     """Each recipe's step against the recipe with every technique on (``full``, a label): time, its ratio, memory."""
-    ok = steps.set_index("recipe")
-    base = ok.loc[full]
+    base = steps.set_index("recipe").loc[full]
     out = steps[["recipe", "status", "ms", "mfu", "extra_gib"]].copy()
     out["time / all on"] = out.ms / base.ms
     out["memory − all on (GiB)"] = out.extra_gib - base.extra_gib
@@ -135,67 +180,19 @@ def two_gpu_plan(cfg: ModelConfig, one_sequence: pd.DataFrame, half_head: pd.Dat
     return memory, predicted_step(cfg, 2, parts, cluster)
 
 
-def _run(steps: pd.DataFrame, sharding: str, recipe: str) -> pd.Series | None:
-    row = steps[(steps.sharding == sharding) & (steps.recipe == recipe)]
-    return row.iloc[0] if len(row) and row.iloc[0].status == "ok" else None
-
-
-def two_gpu_facts(steps: pd.DataFrame, ours: str, plain: str, class_best_ms: float) -> dict[str, Any]:
-    """The two-GPU step (chapter 19) in words: ours against plain PyTorch's and the class's best under FSDP2, ours
-    under our FSDP, and how far apart the recipes' first losses are (a run that did not finish says why)."""
-    mine, theirs, own = _run(steps, "fsdp2", ours), _run(steps, "fsdp2", plain), _run(steps, "fsdp", ours)
-    why = lambda s, r: steps[(steps.sharding == s) & (steps.recipe == r)].status.iloc[0]  # noqa: E731
-    facts: dict[str, Any] = {
-        "ours_ms": mine.ms if mine is not None else why("fsdp2", ours),
-        "plain_ms": theirs.ms if theirs is not None else why("fsdp2", plain),
-        "ours_fsdp_ms": own.ms if own is not None else why("fsdp", ours),
-        "ours_mfu": mine.mfu if mine is not None else 0.0,
-        "vs_plain": times(mine.ms / theirs.ms) if mine is not None and theirs is not None else "not comparable",
-        "vs_class": times(mine.ms / class_best_ms) if mine is not None else "not comparable",
-    }
-    spreads = []
-    for sharding in steps.sharding.unique():
-        a, b = _run(steps, sharding, ours), _run(steps, sharding, plain)
-        if a is not None and b is not None:
-            spreads.append(abs(a.first_loss - b.first_loss) / abs(b.first_loss))
-    facts["loss_spread"] = max(spreads) if spreads else 0.0
-    return facts
-
-
-def against_plan(steps: pd.DataFrame, ours: str, memory: dict[str, float], plan: dict[str, float]) -> pd.DataFrame:
-    """The measured two-GPU step of our recipe under FSDP2 beside the plan's prediction: step time and the fuller
-    GPU's peak memory (measured peaks include the allocator's caching of freed blocks, not the plan's parts)."""
-    run = _run(steps, "fsdp2", ours)
-    measured_ms = run.ms if run is not None else float("nan")
-    peak = max(run.peak_gib_per_rank) if run is not None and None not in run.peak_gib_per_rank else float("nan")
-    rows = [("step (ms)", plan["step"] * 1e3, measured_ms), ("memory (GiB, fuller GPU)", memory["total"] / GIB, peak)]
-    df = pd.DataFrame(rows, columns=["quantity", "predicted", "measured"])
-    df["ratio"] = df.measured / df.predicted
-    return df
-
-
-def steps_table(runs: list[dict[str, Any]]) -> pd.DataFrame:
-    """The two-GPU runs (rows of :func:`systems.bench.leaderboard_step.launched`) with the fuller rank's peak."""
-    steps = pd.DataFrame(runs)
-    peaks = steps["peak_gib_per_rank"] if "peak_gib_per_rank" in steps else [None] * len(steps)
-    steps["peak GiB (fuller rank)"] = [max(p) if isinstance(p, list) and None not in p else float("nan")
-                                       for p in peaks]
-    return steps
-
-
-def trace_facts(traced: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, float]]:
-    """A traced run's kernels on rank 0 (lane, kind, name, start_ms, end_ms) and its span, overlap and idle time."""
-    kernels = pd.DataFrame(traced.get("trace") or [], columns=["lane", "kind", "name", "start_ms", "end_ms"])
-    span = kernels.end_ms.max() - kernels.start_ms.min() if len(kernels) else float("nan")
-    idle = traced.get("idle_ms", float("nan"))
-    return kernels, {"span_ms": span, "overlap_ms": traced.get("overlap_ms", float("nan")), "idle_ms": idle,
-                     "idle_share": idle / span}
-
-
-def plan_check(one_gpu_dir: str, cfg: ModelConfig, steps: pd.DataFrame, ours: str,
-               link: tuple[float, float]) -> pd.DataFrame:
-    """The measured two-GPU step beside the plan made from the one-GPU chapter's data in ``one_gpu_dir``."""
-    parts = {name: pd.read_csv(f"{one_gpu_dir}/{name}.csv")
-             for name in ("block_one_sequence", "head_one_sequence", "adamw")}
-    memory, plan = two_gpu_plan(cfg, parts["block_one_sequence"], parts["head_one_sequence"], parts["adamw"], link)
-    return against_plan(steps, ours, memory["fused loss, recomputed blocks"], plan)
+def plan_words(memory: dict[str, dict[str, float]], plan: dict[str, float], gpu_bytes: float,
+               link: tuple[float, float]) -> str:
+    """Which plans fit a GPU of ``gpu_bytes``, and the predicted step's parts against the class's best."""
+    totals = {name: parts["total"] for name, parts in memory.items()}
+    if any(math.isnan(t) for t in totals.values()) or math.isnan(plan["step"]):
+        return ("The plan needs a block's memory and the parts' times measured on a GPU; this run has "
+                "not measured them.")
+    fits = [name for name, total in totals.items() if total < gpu_bytes]
+    best = totals["fused loss, recomputed blocks"]
+    return (f"Of the four plans, the ones that fit in {gpu_bytes / GIB:.3g} GiB are: {', '.join(fits) or 'none'}; "
+            f"with the fused loss and every block recomputed a GPU holds {best / GIB:.3g} GiB. The step the parts "
+            f"predict, on the link chapter 08 measured between two GPUs (a per-call overhead of {link[0] * 1e6:.3g} µs "
+            f"and {link[1] / 1e9:.3g} GB/s): {plan['step']:.3g} s, of which {plan['compute']:.3g} s of forward and "
+            f"backward, {plan['exposed']:.3g} s of communication the compute does not hide and "
+            f"{plan['optimizer']:.3g} s of optimizer; {plan['step'] * 1e3 / CLASS_BEST_MS:.2f} times the class's "
+            f"best of {CLASS_BEST_MS:,} ms on two B200s.")
