@@ -228,6 +228,10 @@ def test_the_leaderboard_plan_holds_what_fsdp_holds():
     assert unfused["loss"] == 10 * 32_768 * 151_936 and unfused["blocks"] == 34 * 6 * 2**30
     with pytest.raises(ValueError, match="does not split"):
         memory_per_gpu(cfg, 2, 3, recompute=True, fused_loss=True, block_bytes=0)
+    from systems.fused import cross_entropy
+    from systems.scaling import leaderboard
+
+    assert leaderboard.CHUNK_BYTES == cross_entropy.CHUNK_BYTES  # the plan's chunk is the kernel's
 
 
 def test_the_leaderboard_step_predicted_from_its_parts():

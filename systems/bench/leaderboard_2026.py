@@ -32,7 +32,6 @@ from typing import Any, Callable, Iterable
 
 import pandas as pd
 import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from systems.attention import available
@@ -42,7 +41,7 @@ from systems.bench.timing import handout_ms
 from systems.cli import integer
 from systems.device import OOM, free_memory, is_oom, synchronize
 from systems.flops import mfu, step_flops
-from systems.model import LEADERBOARD_2026, ModelConfig, TransformerBlock, TransformerLM
+from systems.model import LEADERBOARD_2026, ModelConfig, TransformerBlock, TransformerLM, token_loss
 from systems.recompute import run_blocks
 
 GIB = 2**30
@@ -113,8 +112,8 @@ def _head_step(variant: str, tokens: int, cfg: ModelConfig, dtype: torch.dtype) 
 
         loss = lambda: linear_cross_entropy(hidden, weight, targets)  # noqa: E731
     else:
-        # the model's own head and loss: logits in the weights' dtype, the loss over them in fp32
-        unfused = lambda h, w, t: F.cross_entropy((h @ w.T).float(), t)  # noqa: E731
+        # the model's own head and loss: logits in the weights' dtype, the loss over them in fp32 (one sequence)
+        unfused = lambda h, w, t: token_loss((h @ w.T)[None], t[None])  # noqa: E731
         if variant == "compiled":
             unfused = torch.compile(unfused)
         loss = lambda: unfused(hidden, weight, targets)  # noqa: E731
