@@ -10,6 +10,7 @@ Ours (:data:`OURS`):
     naive          the textbook formula, materialises the score matrix (reference.py)
     flash_pytorch  FlashAttention-2 tiled in plain PyTorch (flash_pytorch.py)
     flash_triton   FlashAttention-2 forward and backward in Triton (the package flash_triton/)
+    flash_cpp      FlashAttention-2 as a C++ operator with a C++ autograd node, CPU kernels (flash_cpp/)
 
 PyTorch's, the anchors (:data:`PEERS`, peers.py):
 
@@ -30,7 +31,7 @@ from systems.triton_interpreter import triton_unavailable
 
 AttentionFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool], torch.Tensor]
 
-OURS = ("naive", "flash_pytorch", "flash_triton")
+OURS = ("naive", "flash_pytorch", "flash_triton", "flash_cpp")
 PEERS = ("sdpa", "sdpa_flash", "sdpa_cudnn", "flex")
 
 # name -> "module:attribute", imported on first use
@@ -38,6 +39,7 @@ _REGISTRY: dict[str, str] = {
     "naive": "systems.attention.reference:naive_attention",
     "flash_pytorch": "systems.attention.flash_pytorch:flash_attention_pytorch",
     "flash_triton": "systems.attention.flash_triton:flash_attention_triton",
+    "flash_cpp": "systems.attention.flash_cpp:flash_attention_cpp",
     "sdpa": "systems.attention.peers:sdpa",
     "sdpa_flash": "systems.attention.peers:sdpa_flash",
     "sdpa_cudnn": "systems.attention.peers:sdpa_cudnn",
@@ -59,16 +61,23 @@ def get_attention(name: str) -> AttentionFn:
 def unavailable(name: str, device: torch.device, dtype: torch.dtype, head_dim: int) -> str | None:
     """Why attention ``name`` cannot run on ``device`` for inputs of ``dtype`` and ``head_dim``, or None: what a run
     asks before it builds a model. Ours by their documented limits (the FlashAttention kernels take head dims 16..128;
-    the Triton one needs a GPU or Triton's interpreter, which cannot compute bf16); PyTorch's SDPA back ends by
+    the Triton one needs a GPU or Triton's interpreter, which cannot compute bf16; the C++ operator runs on the CPU and
+    is built on first use, which needs a compiler); PyTorch's SDPA back ends by
     asking them to run once on a tiny input, so their own rules (dtypes, head dims, devices) answer."""
     get_attention(name)  # an unknown name is refused with the choices
-    if name in ("flash_pytorch", "flash_triton"):
+    if name in ("flash_pytorch", "flash_triton", "flash_cpp"):
         from systems.attention._checks import MAX_HEAD_DIM, MIN_HEAD_DIM
 
         if not MIN_HEAD_DIM <= head_dim <= MAX_HEAD_DIM:
             return f"takes head dims {MIN_HEAD_DIM}..{MAX_HEAD_DIM}, the model's is {head_dim}"
     if name == "flash_triton":
         why = triton_unavailable(device, dtype)
+        if why:
+            return why
+    if name == "flash_cpp":
+        from systems.attention.flash_cpp import unavailable as cpp_unavailable
+
+        why = cpp_unavailable(device)
         if why:
             return why
     if name in ("sdpa_flash", "sdpa_cudnn"):

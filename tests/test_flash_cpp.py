@@ -1,0 +1,113 @@
+"""FlashAttention-2 as a C++ operator (systems.attention.flash_cpp): forward, log-sum-exp and gradients against the
+float64 oracle, the operator's registration as PyTorch checks it, torch.compile with lengths that change between
+calls, and a model built with it. The extension is built on first use (a C++ compiler and ninja: both are in the
+test requirements and on every machine the tests run on)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from flash_common import (TOL, assert_close_to, bad_inputs, check_against_reference, check_bad_input_refused,
+                          check_model_matches_naive, check_sum_backward, make_qkv, reference)
+
+from systems.attention import get_attention, unavailable
+from systems.attention._checks import as_4d
+from systems.attention.flash_cpp import flash_attention_cpp
+
+CASES = [  # batch dims, Nq, Nk, d
+    ((2,), 1, 1, 16),
+    ((2,), 17, 100, 32),  # ragged, more keys than queries
+    ((1, 3), 100, 17, 64),  # (B, H, N, d), more queries than keys
+    ((2, 2), 130, 130, 128),  # past one 64-row tile
+    ((2,), 33, 47, 48),  # head dim that is not a power of two
+]
+CPU = torch.device("cpu")
+
+
+def logsumexp(q, k, v, is_causal):
+    """L from the forward op itself: the C++ autograd node keeps its saved tensors out of Python's reach."""
+    _, L = torch.ops.systems_flash.forward(as_4d(q.detach()), as_4d(k.detach()), as_4d(v.detach()), is_causal)
+    return L.view(q.shape[:-1])
+
+
+def check(q, k, v, is_causal, tol):
+    check_against_reference(flash_attention_cpp, q, k, v, is_causal, tol, logsumexp=logsumexp)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built():
+    assert unavailable("flash_cpp", CPU, torch.float32, 64) is None  # the build works here: not skipped, checked
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("batch,n_q,n_k,d", CASES)
+def test_matches_reference(batch, n_q, n_k, d, is_causal):
+    q, k, v = make_qkv(batch, n_q, n_k, d, seed=None)
+    q, k, v = (t.cpu().detach().requires_grad_() for t in (q, k, v))
+    check(q, k, v, is_causal, TOL[torch.float32])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_widened(dtype):
+    q, k, v = (t.cpu().detach().requires_grad_() for t in make_qkv((2, 2), 40, 70, 32, dtype=dtype))
+    check(q, k, v, True, TOL[dtype])
+
+
+def test_non_contiguous_inputs_and_a_stride_zero_gradient():
+    q, k, v = (t.cpu().detach().requires_grad_() for t in make_qkv((2, 3), 33, 40, 32, contiguous=False))
+    check(q, k, v, True, TOL[torch.float32])
+    q, k, v = (t.cpu().detach().requires_grad_() for t in make_qkv((2, 2), 20, 30, 16))
+    flash_attention_cpp(q, k, v, True).sum().backward()  # dO expanded from a scalar: every stride 0
+    expected = reference(q, k, v, torch.ones(2, 2, 20, 16), True)
+    for name, actual, exp in zip(("dQ", "dK", "dV"), (q.grad, k.grad, v.grad), expected[2:]):
+        assert_close_to(actual, exp, TOL[torch.float32], name)
+
+
+def test_the_operators_pass_pytorchs_checks():
+    # schema, autograd registration (the C++ autograd node), fake tensors (the Meta kernels), and AOT dispatch with
+    # static and dynamic shapes: what torch.compile relies on
+    q, k, v = (torch.randn(2, 2, 37, 16, requires_grad=True) for _ in range(3))
+    for causal in (False, True):
+        torch.library.opcheck(torch.ops.systems_flash.attention.default, (q, k, v, causal))
+        torch.library.opcheck(torch.ops.systems_flash.forward.default, (q.detach(), k.detach(), v.detach(), causal))
+
+
+@pytest.mark.parametrize("dynamic", [None, True], ids=["recompile", "dynamic"])
+def test_compiled_with_lengths_that_change(dynamic):
+    torch._dynamo.reset()
+    compiled = torch.compile(flash_attention_cpp, backend="aot_eager", dynamic=dynamic)
+    for batch, n in (((2, 4), 64), ((2, 4), 96), ((1, 4), 130), ((3, 2), 17)):
+        check_sum_backward(compiled, batch, n, 32, TOL[torch.float32])
+    q, k, v = (torch.randn(2, 3, n, 32, requires_grad=True) for n in (50, 70, 70))  # Nq != Nk, marked by hand
+    for t in (q, k, v):
+        torch._dynamo.mark_dynamic(t, 2)
+    check_against_reference(compiled, q, k, v, False, TOL[torch.float32], logsumexp=logsumexp)
+
+
+@pytest.mark.parametrize("case", range(len(bad_inputs())))
+def test_bad_input_raises(case):
+    check_bad_input_refused(flash_attention_cpp, case)
+
+
+def test_double_backward_is_refused_and_other_devices_are_named():
+    q, k, v = (torch.randn(2, 16, 16, requires_grad=True) for _ in range(3))
+    with pytest.raises(RuntimeError, match="does not support double backward"):
+        torch.autograd.grad(flash_attention_cpp(q, k, v, True).sum(), q, create_graph=True)
+    assert "runs on the CPU" in unavailable("flash_cpp", torch.device("cuda"), torch.float32, 64)
+
+
+def test_model_logits_match_naive_attention():
+    assert get_attention("flash_cpp") is flash_attention_cpp
+    check_model_matches_naive("flash_cpp", context_length=40, num_layers=2, tol=1e-4)
+
+
+def test_without_a_compiler_it_says_why_and_the_package_still_imports(monkeypatch):
+    from systems.attention import flash_cpp
+
+    monkeypatch.setattr(flash_cpp.shutil, "which", lambda name: None)
+    flash_cpp._build.cache_clear()
+    try:
+        assert unavailable("flash_cpp", CPU, torch.float32, 64) == "needs a C++ compiler (c++, g++ or clang++) to " \
+                                                                     "build its extension"
+    finally:
+        flash_cpp._build.cache_clear()  # the next call finds the extension built and loads it again
