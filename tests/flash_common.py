@@ -22,6 +22,16 @@ DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if DEVICE.type == "c
 TOL, TF32_TOL = TOLERANCE, TF32_TOLERANCE
 
 
+# Shapes every FlashAttention implementation is checked at: batch dims, Nq, Nk, d
+SHAPE_CASES = [
+    ((2,), 1, 1, 16),
+    ((2,), 17, 100, 32),  # ragged, more keys than queries
+    ((1, 3), 100, 17, 64),  # (B, H, N, d), more queries than keys
+    ((2, 2), 130, 130, 128),  # past one 64-row tile
+    ((2,), 33, 47, 48),  # head dim that is not a power of two
+]
+
+
 def make_qkv(batch: tuple[int, ...], n_q: int, n_k: int, d: int, dtype=torch.float32, contiguous=True, seed=None):
     """Random q (*batch, n_q, d), k, v (*batch, n_k, d) needing grad; non-contiguous ones are strided views."""
     g = torch.Generator().manual_seed(seed) if seed is not None else None

@@ -7,20 +7,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from flash_common import (TOL, assert_close_to, bad_inputs, check_against_reference, check_bad_input_refused,
-                          check_model_matches_naive, check_sum_backward, make_qkv, reference)
+from flash_common import (SHAPE_CASES, TOL, assert_close_to, bad_inputs, check_against_reference,
+                          check_bad_input_refused, check_model_matches_naive, check_sum_backward, make_qkv, reference)
 
 from systems.attention import get_attention, unavailable
 from systems.attention._checks import as_4d
 from systems.attention.flash_cpp import flash_attention_cpp
 
-CASES = [  # batch dims, Nq, Nk, d
-    ((2,), 1, 1, 16),
-    ((2,), 17, 100, 32),  # ragged, more keys than queries
-    ((1, 3), 100, 17, 64),  # (B, H, N, d), more queries than keys
-    ((2, 2), 130, 130, 128),  # past one 64-row tile
-    ((2,), 33, 47, 48),  # head dim that is not a power of two
-]
 CPU = torch.device("cpu")
 
 
@@ -40,7 +33,7 @@ def built():
 
 
 @pytest.mark.parametrize("is_causal", [False, True])
-@pytest.mark.parametrize("batch,n_q,n_k,d", CASES)
+@pytest.mark.parametrize("batch,n_q,n_k,d", SHAPE_CASES)
 def test_matches_reference(batch, n_q, n_k, d, is_causal):
     q, k, v = make_qkv(batch, n_q, n_k, d, seed=None)
     q, k, v = (t.cpu().detach().requires_grad_() for t in (q, k, v))

@@ -6,6 +6,7 @@ import pytest
 import torch
 from flash_common import (
     DEVICE,
+    SHAPE_CASES,
     TOL,
     assert_close_to,
     bad_inputs,
@@ -27,17 +28,9 @@ from systems.attention.flash_pytorch import (
 
 APPLY = FlashAttentionPytorch.apply
 
-CASES = [  # batch dims, Nq, Nk, d
-    ((2,), 1, 1, 16),
-    ((2,), 17, 100, 32),  # ragged, more keys than queries
-    ((1, 3), 100, 17, 64),  # (B, H, N, d), more queries than keys
-    ((2, 2), 130, 130, 128),  # past one 64-row tile
-    ((2,), 33, 47, 48),  # head dim that is not a power of two
-]
-
 
 @pytest.mark.parametrize("is_causal", [False, True])
-@pytest.mark.parametrize("batch,n_q,n_k,d", CASES)
+@pytest.mark.parametrize("batch,n_q,n_k,d", SHAPE_CASES)
 def test_matches_reference(batch, n_q, n_k, d, is_causal):
     q, k, v = make_qkv(batch, n_q, n_k, d)
     check_against_reference(APPLY, q, k, v, is_causal, TOL[torch.float32])

@@ -143,6 +143,16 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v) {
               "systems_flash: q, k, v must share one dtype");
 }
 
+// Each (batch, head) of the inputs on a thread of its own: ``run(h, scale)`` with the softmax scale 1/sqrt(d) in the
+// accumulation type ``T``.
+template <typename T, typename F>
+void each_head(int64_t heads, int64_t d, const F& run) {
+  const auto scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(d)));
+  at::parallel_for(0, heads, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t h = begin; h < end; ++h) run(h, scale);
+  });
+}
+
 std::tuple<Tensor, Tensor> forward_cpu(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal) {
   check_inputs(q, k, v);
   const auto acc = accumulate_type(q);
@@ -150,13 +160,10 @@ std::tuple<Tensor, Tensor> forward_cpu(const Tensor& q, const Tensor& k, const T
   const int64_t heads = q.size(0) * q.size(1), nq = q.size(2), nk = k.size(2), d = q.size(3);
   Tensor o = at::empty_like(qa), L = at::empty({q.size(0), q.size(1), nq}, qa.options());
   AT_DISPATCH_FLOATING_TYPES(acc, "systems_flash_forward", [&] {
-    const auto scale = static_cast<scalar_t>(1.0 / std::sqrt(static_cast<double>(d)));
-    at::parallel_for(0, heads, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t h = begin; h < end; ++h) {
-        forward_head<scalar_t>(qa.data_ptr<scalar_t>() + h * nq * d, ka.data_ptr<scalar_t>() + h * nk * d,
-                               va.data_ptr<scalar_t>() + h * nk * d, o.data_ptr<scalar_t>() + h * nq * d,
-                               L.data_ptr<scalar_t>() + h * nq, nq, nk, d, is_causal, scale);
-      }
+    each_head<scalar_t>(heads, d, [&](int64_t h, scalar_t scale) {
+      forward_head<scalar_t>(qa.data_ptr<scalar_t>() + h * nq * d, ka.data_ptr<scalar_t>() + h * nk * d,
+                             va.data_ptr<scalar_t>() + h * nk * d, o.data_ptr<scalar_t>() + h * nq * d,
+                             L.data_ptr<scalar_t>() + h * nq, nq, nk, d, is_causal, scale);
     });
   });
   return {o.to(q.scalar_type()), L};
@@ -171,15 +178,12 @@ std::tuple<Tensor, Tensor, Tensor> backward_cpu(const Tensor& q, const Tensor& k
   const int64_t heads = q.size(0) * q.size(1), nq = q.size(2), nk = k.size(2), d = q.size(3);
   Tensor dq = at::empty_like(qa), dk = at::empty_like(ka), dv = at::empty_like(va);
   AT_DISPATCH_FLOATING_TYPES(acc, "systems_flash_backward", [&] {
-    const auto scale = static_cast<scalar_t>(1.0 / std::sqrt(static_cast<double>(d)));
-    at::parallel_for(0, heads, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t h = begin; h < end; ++h) {
-        backward_head<scalar_t>(qa.data_ptr<scalar_t>() + h * nq * d, ka.data_ptr<scalar_t>() + h * nk * d,
-                                va.data_ptr<scalar_t>() + h * nk * d, oa.data_ptr<scalar_t>() + h * nq * d,
-                                da.data_ptr<scalar_t>() + h * nq * d, La.data_ptr<scalar_t>() + h * nq,
-                                dq.data_ptr<scalar_t>() + h * nq * d, dk.data_ptr<scalar_t>() + h * nk * d,
-                                dv.data_ptr<scalar_t>() + h * nk * d, nq, nk, d, is_causal, scale);
-      }
+    each_head<scalar_t>(heads, d, [&](int64_t h, scalar_t scale) {
+      backward_head<scalar_t>(qa.data_ptr<scalar_t>() + h * nq * d, ka.data_ptr<scalar_t>() + h * nk * d,
+                              va.data_ptr<scalar_t>() + h * nk * d, oa.data_ptr<scalar_t>() + h * nq * d,
+                              da.data_ptr<scalar_t>() + h * nq * d, La.data_ptr<scalar_t>() + h * nq,
+                              dq.data_ptr<scalar_t>() + h * nq * d, dk.data_ptr<scalar_t>() + h * nk * d,
+                              dv.data_ptr<scalar_t>() + h * nk * d, nq, nk, d, is_causal, scale);
     });
   });
   return {dq.to(q.scalar_type()), dk.to(k.scalar_type()), dv.to(v.scalar_type())};
