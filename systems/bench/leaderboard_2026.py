@@ -39,7 +39,7 @@ from systems.attention.peers import refused
 from systems.bench.flash_sweep import UNSUPPORTED
 from systems.bench.timing import handout_ms
 from systems.cli import integer
-from systems.device import OOM, free_memory, is_oom, synchronize
+from systems.device import OOM, free_memory, is_oom, local_device, synchronize
 from systems.flops import mfu, step_flops
 from systems.model import LEADERBOARD_2026, ModelConfig, TransformerBlock, TransformerLM, token_loss
 from systems.recompute import run_blocks
@@ -56,10 +56,6 @@ class Step:
 
     run: Callable[[], Any]
     clear: Callable[[], None] = lambda: None
-
-
-def device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def measure(make: Callable[[], Step], *, rep: int, warmup: int) -> dict[str, Any]:
@@ -102,7 +98,7 @@ def _achieved(flops: float, ms: float) -> dict[str, float]:
 # ---- the LM head and the loss --------------------------------------------------------------------------------
 
 def _head_step(variant: str, tokens: int, cfg: ModelConfig, dtype: torch.dtype) -> Step:
-    where = device()
+    where = local_device()
     hidden = torch.randn(tokens, cfg.d_model, device=where, dtype=dtype, requires_grad=True)
     weight = (torch.randn(cfg.vocab_size, cfg.d_model, device=where) / math.sqrt(cfg.d_model)).to(dtype)
     weight.requires_grad_()
@@ -159,7 +155,7 @@ def model_shapes(cfg: ModelConfig, params: int) -> list[torch.Size]:
 
 
 def _adamw(variant: str, shapes: list[torch.Size]) -> Step:
-    where = device()
+    where = local_device()
     weights = [torch.nn.Parameter(torch.randn(s, device=where)) for s in shapes]
     for w in weights:
         w.grad = torch.randn_like(w)
@@ -193,7 +189,7 @@ def adamw_step(params: int = 10**9, variants: Iterable[str] = ADAMW_VARIANTS, cf
 # ---- one block -------------------------------------------------------------------------------------------------
 
 def _block(attention: str, recompute: str, compiled: bool, batch: int, cfg: ModelConfig, dtype: torch.dtype) -> Step:
-    where = device()
+    where = local_device()
     block = TransformerBlock(replace(cfg, attention=attention)).to(where, dtype)
     x = torch.randn(batch, cfg.context_length, cfg.d_model, device=where, dtype=dtype, requires_grad=True)
     dy = torch.randn_like(x)
@@ -245,6 +241,13 @@ class Recipe:
     recompute: str = "all"  # of every block: "none", "all" or "keep_attention"
     compiled: bool = True
 
+    def model(self, cfg: ModelConfig) -> TransformerLM:
+        """The model of ``cfg`` as this recipe runs it (its attention and loss, each block recomputed or not), built
+        on the default device (the meta device, to give it memory later)."""
+        kept = self.recompute == "none"
+        return TransformerLM(replace(cfg, attention=self.attention, fused_loss=self.fused_loss),
+                             checkpoint_blocks=0 if kept else 1, recompute="all" if kept else self.recompute)
+
     @property
     def label(self) -> str:
         return (f"{self.attention}, loss {'fused' if self.fused_loss else 'unfused'}, "
@@ -258,10 +261,8 @@ PLAIN = Recipe(attention="sdpa_cudnn", fused_loss=False, fused_adamw=False)
 def build_model(cfg: ModelConfig, recipe: Recipe, where: torch.device, dtype: torch.dtype = torch.bfloat16
                 ) -> TransformerLM:
     """The model of ``cfg`` for ``recipe``, built on the meta device and given memory on ``where`` in ``dtype``."""
-    cfg = replace(cfg, attention=recipe.attention, fused_loss=recipe.fused_loss)
     with torch.device("meta"):
-        model = TransformerLM(cfg, checkpoint_blocks=0 if recipe.recompute == "none" else 1,
-                              recompute="all" if recipe.recompute == "none" else recipe.recompute)
+        model = recipe.model(cfg)
     model.to_empty(device=where)
     model.init_weights()
     return model.to(dtype)
@@ -278,7 +279,7 @@ def adamw_for(recipe: Recipe) -> tuple[type[torch.optim.Optimizer], dict[str, An
 
 
 def _model(cfg: ModelConfig, recipe: Recipe, batch: int, dtype: torch.dtype) -> Step:
-    where = device()
+    where = local_device()
     model = build_model(cfg, recipe, where, dtype)
     adamw, options = adamw_for(recipe)
     optimizer = adamw(model.parameters(), **options)

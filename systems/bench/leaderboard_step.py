@@ -35,7 +35,7 @@ from systems.bench.leaderboard_2026 import PLAIN, Recipe, adamw_for
 from systems.cli import integer
 from systems.device import is_oom, local_device, synchronize, timed
 from systems.flops import mfu, step_flops
-from systems.model import LEADERBOARD_2026, ModelConfig, TransformerLM
+from systems.model import LEADERBOARD_2026, ModelConfig
 from systems.parallel import TrainStep, wrap
 
 SHARDINGS = ("fsdp2", "fsdp")
@@ -68,19 +68,16 @@ def agreed_ms(step: Callable[[], Any], *, rep: int, warmup: int) -> float:
 def sharded_model(cfg: ModelConfig, recipe: Recipe, sharding: str, compute: torch.dtype | None, seed: int = 0):
     """The strategy (:func:`systems.parallel.wrap`) over the recipe's model of ``cfg``, on this rank's device, its
     weights drawn from ``seed`` (the same for every recipe of one sharding)."""
-    cfg = replace(cfg, attention=recipe.attention, fused_loss=recipe.fused_loss)
     torch.manual_seed(seed)
-    blocks = dict(checkpoint_blocks=0 if recipe.recompute == "none" else 1,
-                  recompute="all" if recipe.recompute == "none" else recipe.recompute)
     if sharding == "fsdp2":  # the shards alone ever take memory
         with torch.device("meta"):
-            model = TransformerLM(cfg, **blocks)
+            model = recipe.model(cfg)
         strategy = wrap("fsdp2", model, compute_dtype=compute)
         model.to_empty(device=local_device())
         model.init_weights()
         return strategy
     with torch.device(local_device()):
-        model = TransformerLM(cfg, **blocks)
+        model = recipe.model(cfg)
     return wrap("fsdp", model, compute_dtype=compute)
 
 

@@ -49,7 +49,8 @@ def ratio_words(a: pd.Series | None, b: pd.Series | None, column: str = "ms") ->
     return times(a[column] / b[column]) if all(ok) else "not comparable here (one of the two did not run)"
 
 
-def _row(df: pd.DataFrame, **where) -> pd.Series | None:
+def row_where(df: pd.DataFrame, **where) -> pd.Series | None:
+    """The first row whose columns equal ``where`` (None: no such row)."""
     match = df
     for column, wanted in where.items():
         match = match[match[column] == wanted]
@@ -75,7 +76,7 @@ def step_table(cfg: ModelConfig, batch: int, peak_flops: float) -> tuple[pd.Data
 def head_words(df: pd.DataFrame, gpu: str, budget_gib: float = 2.0) -> str:
     """The fused head and loss against the compiled and eager unfused ones: time, memory above the inputs, and the
     workspace (that memory less the two gradients any head returns) against ``budget_gib``."""
-    fused, compiled, eager = (_row(df, variant=v) for v in ("fused", "compiled", "eager"))
+    fused, compiled, eager = (row_where(df, variant=v) for v in ("fused", "compiled", "eager"))
     timing = (f"On the {gpu} the fused head takes {value(fused, 'ms', '.4g', ' ms')} "
               f"({value(fused, 'tflops', '.4g', ' TFLOP/s')}), {ratio_words(fused, compiled)} than the unfused one "
               f"under `torch.compile` ({value(compiled, 'ms', '.4g', ' ms')}; eager: {value(eager, 'ms', '.4g', ' ms')}).")
@@ -91,7 +92,7 @@ def head_words(df: pd.DataFrame, gpu: str, budget_gib: float = 2.0) -> str:
 
 def adamw_words(df: pd.DataFrame, hbm_bytes_per_s: float) -> str:
     """Ours against PyTorch's fused and for-each AdamW, and the bandwidth ours reaches of the memory's peak."""
-    ours, fused, foreach = (_row(df, variant=v) for v in ("ours", "torch fused", "foreach"))
+    ours, fused, foreach = (row_where(df, variant=v) for v in ("ours", "torch fused", "foreach"))
     share = (f", {ours.tb_per_s * 1e12 / hbm_bytes_per_s:.1%} of the memory's datasheet bandwidth"
              if has(ours, "tb_per_s") else "")
     return (f"Over {ours.params / 1e9:.3g} billion parameters in {int(ours.tensors)} tensors ours takes "
@@ -136,7 +137,7 @@ def deepest(steps: pd.DataFrame, ours: str, plain: str) -> tuple[int, str]:
     if not both:
         return 0, "No depth ran with both recipes here."
     n = max(both)
-    mine, theirs = _row(ran, layers=n, recipe=ours), _row(ran, layers=n, recipe=plain)
+    mine, theirs = row_where(ran, layers=n, recipe=ours), row_where(ran, layers=n, recipe=plain)
     blocks = lambda k: f"{k} block{'' if k == 1 else 's'}"  # noqa: E731
     said = (f"Both recipes ran with up to {blocks(n)} (ours alone with up to "
             f"{blocks(int(ran[ran.recipe == ours].layers.max()))}). There our step takes {mine.ms:.4g} ms, "

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from systems.chapters.leaderboard import CLASS_BEST_MS, GIB, has, ratio_words, two_gpu_plan, value
+from systems.chapters.leaderboard import CLASS_BEST_MS, GIB, has, ratio_words, row_where, two_gpu_plan, value
 from systems.model import ModelConfig
 
 
@@ -21,18 +21,15 @@ def steps_table(runs: list[dict[str, Any]]) -> pd.DataFrame:
     return steps
 
 
-def _run(steps: pd.DataFrame, sharding: str, recipe: str) -> pd.Series | None:
-    row = steps[(steps.sharding == sharding) & (steps.recipe == recipe)]
-    return row.iloc[0] if len(row) else None
-
-
 def step_words(steps: pd.DataFrame, ours: str, plain: str) -> str:
     """Ours against plain PyTorch's and the class's best under FSDP2, ours under our FSDP, and how far apart the two
     recipes' first losses are on the same weights."""
-    mine, theirs, own = _run(steps, "fsdp2", ours), _run(steps, "fsdp2", plain), _run(steps, "fsdp", ours)
+    mine, theirs, own = (row_where(steps, sharding=s, recipe=r) for s, r in (("fsdp2", ours), ("fsdp2", plain),
+                                                                              ("fsdp", ours)))
     class_best = pd.Series({"status": "ok", "ms": float(CLASS_BEST_MS)})
     spreads = [abs(a.first_loss - b.first_loss) / abs(b.first_loss)
-               for s in steps.sharding.unique() for a, b in [(_run(steps, s, ours), _run(steps, s, plain))]
+               for s in steps.sharding.unique()
+               for a, b in [(row_where(steps, sharding=s, recipe=ours), row_where(steps, sharding=s, recipe=plain))]
                if a is not None and b is not None and a.status == b.status == "ok"]
     agreement = (f"The first step's loss, from the same weights, is the same for both recipes of a sharding to within "
                  f"{max(spreads):.2g} (relative): the techniques change how the step is computed, not what."
@@ -60,7 +57,7 @@ def trace_words(traced: dict[str, Any]) -> tuple[pd.DataFrame, str]:
 def against_plan(steps: pd.DataFrame, ours: str, memory: dict[str, float], plan: dict[str, float]) -> pd.DataFrame:
     """The measured step of our recipe under FSDP2 beside the plan's prediction: step time and the fuller GPU's peak
     memory (a measured peak includes every transient tensor, which the plan's parts do not list)."""
-    run = _run(steps, "fsdp2", ours)
+    run = row_where(steps, sharding="fsdp2", recipe=ours)
     ok = run is not None and run.status == "ok"
     rows = [("step (ms)", plan["step"] * 1e3, run.ms if ok else math.nan),
             ("memory (GiB, fuller GPU)", memory["total"] / GIB, run["peak GiB (fuller rank)"] if ok else math.nan)]
