@@ -23,7 +23,6 @@ PIPE_TABLE = re.compile(r"\|\s*:?-{3,}:?\s*\|")  # the separator row of a Markdo
 NAN = re.compile(r"(?<![\w.])[+-]?nan(?![\w.])")  # a missing number printed as one: "nan", "+nan", "nan×"
 # Chapters whose book run predates tables and sentences that say why a value is missing; each leaves the list with
 # its next GPU run, and the test fails while a listed page no longer shows "nan".
-RUN_BEFORE_MISSING_VALUES_SAID_WHY = {"book/executed/02_nsys_profile"}
 MACHINE_PATH = re.compile(r"(?<![\w.~/])/(?:home|root|work|tmp|opt|Users|private|mnt|scratch)/[\w.-]+")
 BROWSER = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -92,10 +91,7 @@ def test_no_page_shows_nan(html):
         for code in article.select(".cell_input, pre, code"):  # code may say float("nan"); what a reader is told may not
             code.decompose()
         found = NAN.findall(article.get_text())
-        if entry in RUN_BEFORE_MISSING_VALUES_SAID_WHY:
-            assert found, f"{entry} shows no nan now: take it off RUN_BEFORE_MISSING_VALUES_SAID_WHY"
-        else:
-            assert not found, f"{entry} shows a missing value as {found[:3]}: say why it is missing"
+        assert not found, f"{entry} shows a missing value as {found[:3]}: say why it is missing"
 
 
 @pytest.mark.book
