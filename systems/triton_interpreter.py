@@ -1,11 +1,13 @@
-"""Whether Triton kernels run in Triton's CPU interpreter, and one fix to it: the tests and CPU smoke runs execute
+"""Whether Triton kernels run in Triton's CPU interpreter, and two fixes to it: the tests and CPU smoke runs execute
 every kernel of the package there (FlashAttention's, the fused loss's and AdamW's). :func:`triton_unavailable` says
 why a Triton kernel cannot run on a device, for every kernel alike.
 
 Triton 3.6's interpreter holds scalars as 1-element arrays and converts them with ``int(array)`` when they bound a
 ``range``; numpy 2.4 refuses that conversion for arrays with ndim > 0, so every loop with a run-time bound fails.
-``.item()`` converts either. Applied by the launcher before each interpreted launch (a second time finds it
-applied), never on a GPU.
+``.item()`` converts either. And its ``tl.fma`` multiplies and adds in the operands' type, rounding twice where a GPU
+rounds once; AdamW's moments (``systems.fused.adamw``) are written as PyTorch's CUDA kernel writes them, with fused
+multiply-adds, so the interpreter's fp32 ``fma`` here multiplies in fp64 (exact for fp32 operands) and rounds the
+sum. Applied by the launchers before each interpreted launch (a second time finds them applied), never on a GPU.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import os
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def patch_index() -> None:
+def patch_interpreter() -> None:
+    import numpy as np
     from triton.runtime import interpreter
 
     original = interpreter._patch_lang_tensor
@@ -28,8 +31,15 @@ def patch_index() -> None:
         original(tensor, scope)
         scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.item()))
 
+    def fma(self, x, y, z):
+        if z.data.dtype != np.float32:
+            return interpreter.TensorHandle(x.data * y.data + z.data, z.dtype.scalar)
+        exact = x.data.astype(np.float64) * y.data.astype(np.float64) + z.data.astype(np.float64)
+        return interpreter.TensorHandle(exact.astype(np.float32), z.dtype.scalar)
+
     patched.patched_index = True
     interpreter._patch_lang_tensor = patched
+    interpreter.InterpreterBuilder.create_fma = fma
 
 
 def triton_unavailable(device, dtype) -> str | None:

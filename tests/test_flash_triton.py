@@ -302,7 +302,7 @@ def test_gpu_backward_takes_the_way_it_timed_faster(monkeypatch, one_pass_faster
     check_against_reference(APPLY, q, k, v, True, tol(torch.bfloat16))
     assert len(launch.PASSES) == 1
     monkeypatch.setitem(launch.PASSES, next(iter(launch.PASSES)), one_pass_faster)
-    monkeypatch.setattr(launch, "PLANS", {})
+    monkeypatch.setattr(replay, "PLANS", {})
     q, k, v = make_qkv((2, 3), 1000, 1000, 64, dtype=torch.bfloat16)
     check_against_reference(APPLY, q, k, v, True, tol(torch.bfloat16))
     assert [key[3] for key in replay.PLANS if key[0] == "bwd"] == [one_pass_faster]  # the way it was told is faster

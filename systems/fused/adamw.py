@@ -9,12 +9,12 @@ one is a single CUDA kernel. Here one Triton kernel (:func:`_adamw_kernel`) read
 one launch updates every parameter of a group: the tensors' addresses go to the kernel in a table, and each program
 updates one chunk of :data:`CHUNK` values of one tensor (as apex's multi-tensor apply splits them).
 
-The update is PyTorch's, written as its fused kernel writes it (the scalars in double precision where it holds them
-so, the tensors' values in fp32, whatever the parameter's dtype)::
+The update is PyTorch's, written as its fused CUDA kernel writes it (``fused_adam_utils.cuh``): every value and
+scalar in fp32, the moments through fused multiply-adds, the division and the square root rounded as IEEE asks::
 
-    p ← p − lr·λ·p
-    m ← β1·m + (1 − β1)·g
-    v ← β2·v + (1 − β2)·g²
+    p ← p − (lr·λ)·p                                   (one fused multiply-add)
+    m ← β1·m + (g − β1·g)                              (two)
+    v ← β2·v + (g² − β2·g²)                            (two)
     p ← p − (lr / (1 − β1^t)) · m / (√v / √(1 − β2^t) + ε)
 
 The moments are fp32 also for a bf16 parameter, which is updated in fp32 and rounded once. The state is kept as
@@ -29,11 +29,12 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Callable
 
+import numpy as np
 import torch
 import triton
 import triton.language as tl
 
-from systems.triton_interpreter import INTERPRET, patch_index
+from systems.triton_interpreter import INTERPRET, patch_interpreter
 
 CHUNK = 1 << 16  # values one program updates
 _BLOCK = 1024  # of them at a time
@@ -42,21 +43,22 @@ _ADAMW_ONLY = {"amsgrad": False, "maximize": False, "decoupled_weight_decay": Tr
 
 
 @triton.jit
-def _adamw_math(p, g, m, v, decay, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, step_size, correction2_sqrt):
-    """The update of loaded values (p, m, v in fp32, g in fp64): double where PyTorch's fused kernel computes with
-    its double scalars, fp32 where it stores a float."""
-    p = (p.to(tl.float64) - decay * p.to(tl.float64)).to(tl.float32)
-    m = (beta1 * m.to(tl.float64) + one_minus_beta1 * g).to(tl.float32)
-    v = (beta2 * v.to(tl.float64) + one_minus_beta2 * g * g).to(tl.float32)
-    denom = ((tl.sqrt(v) / correction2_sqrt).to(tl.float64) + eps).to(tl.float32)
-    return p - step_size * m / denom, m, v
+def _adamw_math(p, g, m, v, decay, beta1, beta2, eps, step_size, correction2_sqrt):
+    """The update of loaded fp32 values, operation for operation as PyTorch's fused kernel does it (Triton's plain
+    ``/`` and ``tl.sqrt`` are approximate on a GPU: the rounded ones are asked for by name)."""
+    p = tl.fma(-decay, p, p)
+    m = tl.fma(beta1, m, tl.fma(-beta1, g, g))
+    g2 = g * g
+    v = tl.fma(beta2, v, tl.fma(-beta2, g2, g2))
+    denom = tl.div_rn(tl.sqrt_rn(v), correction2_sqrt) + eps
+    return p - tl.div_rn(step_size * m, denom), m, v
 
 
 @triton.jit
 def _adamw_kernel(addresses, numels, chunk_tensor, chunk_start, scalars, P_TYPE: tl.constexpr, G_TYPE: tl.constexpr,
                   ALIGNED: tl.constexpr, CHUNK_SIZE: tl.constexpr, BLOCK: tl.constexpr):
     """One chunk of one tensor. ``addresses``: per tensor (parameter, gradient, exp_avg, exp_avg_sq) as int64;
-    ``scalars`` (fp64): lr·λ, β1, 1 − β1, β2, 1 − β2, ε, the step size lr / (1 − β1^t) and √(1 − β2^t).
+    ``scalars`` (fp32): lr·λ, β1, β2, ε, the step size lr / (1 − β1^t) and √(1 − β2^t).
     ``ALIGNED``: every address is a multiple of 16 bytes, so whole blocks move in 16-byte accesses."""
     chunk = tl.program_id(0)
     t = tl.load(chunk_tensor + chunk)
@@ -69,25 +71,23 @@ def _adamw_kernel(addresses, numels, chunk_tensor, chunk_start, scalars, P_TYPE:
     if ALIGNED:
         param, grad = tl.multiple_of(param, 16), tl.multiple_of(grad, 16)
         exp_avg, exp_avg_sq = tl.multiple_of(exp_avg, 16), tl.multiple_of(exp_avg_sq, 16)
-    decay, beta1, one_minus_beta1 = tl.load(scalars), tl.load(scalars + 1), tl.load(scalars + 2)
-    beta2, one_minus_beta2, eps = tl.load(scalars + 3), tl.load(scalars + 4), tl.load(scalars + 5)
-    step_size = tl.load(scalars + 6).to(tl.float32)
-    correction2_sqrt = tl.load(scalars + 7).to(tl.float32)
+    decay, beta1, beta2 = tl.load(scalars), tl.load(scalars + 1), tl.load(scalars + 2)
+    eps, step_size, correction2_sqrt = tl.load(scalars + 3), tl.load(scalars + 4), tl.load(scalars + 5)
     for offset in range(0, CHUNK_SIZE, BLOCK):
         at = start + offset + tl.arange(0, BLOCK)
         if start + offset + BLOCK <= n:  # a whole block: no mask, so the accesses can be vectors
-            p, m, v = _adamw_math(tl.load(param + at).to(tl.float32), tl.load(grad + at).to(tl.float64),
-                                  tl.load(exp_avg + at), tl.load(exp_avg_sq + at), decay, beta1, one_minus_beta1,
-                                  beta2, one_minus_beta2, eps, step_size, correction2_sqrt)
+            p, m, v = _adamw_math(tl.load(param + at).to(tl.float32), tl.load(grad + at).to(tl.float32),
+                                  tl.load(exp_avg + at), tl.load(exp_avg_sq + at), decay, beta1, beta2, eps,
+                                  step_size, correction2_sqrt)
             tl.store(param + at, p.to(P_TYPE))
             tl.store(exp_avg + at, m)
             tl.store(exp_avg_sq + at, v)
         else:
             inside = at < n
             p, m, v = _adamw_math(tl.load(param + at, mask=inside).to(tl.float32),
-                                  tl.load(grad + at, mask=inside).to(tl.float64), tl.load(exp_avg + at, mask=inside),
-                                  tl.load(exp_avg_sq + at, mask=inside), decay, beta1, one_minus_beta1, beta2,
-                                  one_minus_beta2, eps, step_size, correction2_sqrt)
+                                  tl.load(grad + at, mask=inside).to(tl.float32), tl.load(exp_avg + at, mask=inside),
+                                  tl.load(exp_avg_sq + at, mask=inside), decay, beta1, beta2, eps, step_size,
+                                  correction2_sqrt)
             tl.store(param + at, p.to(P_TYPE), mask=inside)
             tl.store(exp_avg + at, m, mask=inside)
             tl.store(exp_avg_sq + at, v, mask=inside)
@@ -157,18 +157,15 @@ class FusedAdamW(torch.optim.Optimizer):
     def _launch(self, group: dict, step: float, tensors: list[tuple[torch.Tensor, ...]]) -> None:
         """One kernel launch updating ``tensors`` (parameter, gradient, exp_avg, exp_avg_sq), all at ``step``."""
         if INTERPRET:
-            patch_index()
+            patch_interpreter()
         param, grad = tensors[0][0], tensors[0][1]
         for quad in tensors:
             if not all(_local(t).is_contiguous() for t in quad):
                 raise ValueError("FusedAdamW needs contiguous parameters, gradients and moments")
         addresses, numels, chunk_tensor, chunk_start = self._tables(param.device, tensors)
         lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        # as PyTorch's fused kernel: bias corrections from the step count, the step size from them (double)
-        correction1, correction2 = 1 - beta1 ** step, 1 - beta2 ** step
-        scalars = torch.tensor([lr * decay, beta1, 1 - beta1, beta2, 1 - beta2, eps,
-                                lr / _fp32(correction1), _fp32(correction2 ** 0.5)],
-                               dtype=torch.float64, device=param.device)
+        scalars = torch.tensor(adamw_scalars(lr, beta1, beta2, eps, decay, step), dtype=torch.float32,
+                               device=param.device)
         aligned = all(_local(t).data_ptr() % 16 == 0 for quad in tensors for t in quad)
         _adamw_kernel[(len(chunk_tensor),)](addresses, numels, chunk_tensor, chunk_start, scalars,
                                             P_TYPE=_TRITON_TYPES[param.dtype], G_TYPE=_TRITON_TYPES[grad.dtype],
@@ -196,6 +193,13 @@ def _local(t: torch.Tensor) -> torch.Tensor:
     return t.to_local() if hasattr(t, "to_local") else t
 
 
-def _fp32(x: float) -> float:
-    """``x`` rounded to fp32, as PyTorch's fused kernel holds the bias corrections it computed in double."""
-    return torch.tensor(x, dtype=torch.float32).item()
+def adamw_scalars(lr: float, beta1: float, beta2: float, eps: float, weight_decay: float, step: float
+                  ) -> list[float]:
+    """The kernel's scalars at ``step``, each rounded to fp32 where PyTorch's fused kernel computes it in fp32: lr·λ,
+    β1, β2, ε, the step size lr / (1 − β1^t) and √(1 − β2^t)."""
+    f32 = np.float32
+    lr_, beta1_, beta2_ = f32(lr), f32(beta1), f32(beta2)
+    correction1 = f32(1) - np.power(beta1_, f32(step))
+    correction2 = f32(1) - np.power(beta2_, f32(step))
+    return [float(v) for v in (lr_ * f32(weight_decay), beta1_, beta2_, f32(eps), lr_ / correction1,
+                               np.sqrt(correction2))]

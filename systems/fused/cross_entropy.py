@@ -35,7 +35,7 @@ import torch
 import triton
 import triton.language as tl
 
-from systems.triton_interpreter import INTERPRET, patch_index
+from systems.triton_interpreter import INTERPRET, patch_interpreter
 
 CHUNK_BYTES = 1 << 30  # logits of one chunk of tokens, at most
 VOCAB_SLICE = 1 << 15  # rows of W's gradient accumulated at a time where its dtype is not the products'
@@ -81,7 +81,7 @@ def _rows_to_loss_and_grad(logits: torch.Tensor, targets: torch.Tensor, scale: t
     """The kernel over a chunk: (c, V) logits (row-contiguous) -> (c,) fp32 losses; with ``grad`` the logits
     become their gradient."""
     if INTERPRET:
-        patch_index()
+        patch_interpreter()
     losses = torch.empty(logits.shape[0], device=logits.device, dtype=torch.float32)
     block = min(4096 if logits.element_size() == 2 else 2048, triton.next_power_of_2(logits.shape[1]))
     _loss_and_grad_kernel[(logits.shape[0],)](logits, logits.stride(0), targets, losses, scale, logits.shape[1],

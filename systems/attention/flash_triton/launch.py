@@ -20,7 +20,7 @@ import triton.testing
 from torch.utils._python_dispatch import _disable_current_modes
 
 from systems.attention.flash_triton import kernels, keys, replay, tuning
-from systems.triton_interpreter import INTERPRET, patch_index
+from systems.triton_interpreter import INTERPRET, patch_interpreter
 from systems.attention.flash_triton.layouts import (concrete, gradients, layout_key, outputs, real_like,
                                                    tma_ready)
 from systems.attention.flash_triton.tiles import FlashConfig, Tiles, default_tiles
@@ -49,7 +49,7 @@ def _launch(kind: str, tiles: Tiles | None, autotune: bool, rows: int, batch_hea
     elif tiles is None:
         tiles = default_tiles(kind, meta["BLOCK_D"], args[0].element_size())
     if INTERPRET:
-        patch_index()  # the CPU interpreter's loops need one fix (:mod:`.interpreter`)
+        patch_interpreter()  # the CPU interpreter needs two fixes (:mod:`systems.triton_interpreter`)
     flag, length, tile = tuning.EVEN[kind]
     block = {"BLOCK_Q": tiles.block_q, "BLOCK_K": tiles.block_k}
     grid = tuning.grid(triton.cdiv(rows, block[tuning.PROGRAM_TILE[kind]]), batch_heads)
@@ -141,7 +141,7 @@ def _launch_backward(q, k, v, o, do, L, delta, dk, dv, dq_acc, dq, is_causal: bo
     scale = 1.0 / math.sqrt(d)
     block_rows = 64
     if INTERPRET:
-        patch_index()  # the CPU interpreter's loops need one fix (:mod:`.interpreter`)
+        patch_interpreter()  # the CPU interpreter needs two fixes (:mod:`systems.triton_interpreter`)
     grid = (triton.cdiv(n_q, block_rows), B * H)
     pre_args = (o, do, delta, dq_acc, *o.stride(), *do.stride(), H, n_q, scale)
     pre_kwargs = dict(HEAD_DIM=d, BLOCK_D=meta["BLOCK_D"], BLOCK_Q=block_rows, ZERO_DQ=one_pass)
