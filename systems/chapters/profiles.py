@@ -33,7 +33,8 @@ def profiled(configs: list, full: bool) -> tuple[dict[str, pd.DataFrame], dict[s
         except subprocess.CalledProcessError:
             tool = None
     bench = prof["bench"]
-    check = (f"differs from `nsys stats --report cuda_gpu_kern_sum` by "
+    # plain words: a glued text is shown as it is, so Markdown (backticks, double dashes) would reach the reader raw
+    check = (f"differs from the total of nsys's own kernel table (its report cuda_gpu_kern_sum) by "
              f"{100 * abs(prof['kernels'].duration_ns.sum() / tool.total_time_ns.sum() - 1):.2g} %"
              if tool is not None else "could not be checked against nsys's own kernel table, which this run did "
              "not export")
