@@ -24,8 +24,9 @@ def patch_interpreter() -> None:
     from triton.runtime import interpreter
 
     original = interpreter._patch_lang_tensor
-    if getattr(original, "patched_index", False):
+    if getattr(original, "patched_by_systems", False):
         return
+    original_fma = interpreter.InterpreterBuilder.create_fma
 
     def patched(tensor, scope):
         original(tensor, scope)
@@ -33,11 +34,11 @@ def patch_interpreter() -> None:
 
     def fma(self, x, y, z):
         if z.data.dtype != np.float32:
-            return interpreter.TensorHandle(x.data * y.data + z.data, z.dtype.scalar)
+            return original_fma(self, x, y, z)
         exact = x.data.astype(np.float64) * y.data.astype(np.float64) + z.data.astype(np.float64)
         return interpreter.TensorHandle(exact.astype(np.float32), z.dtype.scalar)
 
-    patched.patched_index = True
+    patched.patched_by_systems = True
     interpreter._patch_lang_tensor = patched
     interpreter.InterpreterBuilder.create_fma = fma
 
