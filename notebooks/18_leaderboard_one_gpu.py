@@ -153,7 +153,7 @@ figures.bars(blocks[blocks.status == "ok"].assign(how=lambda d: d.recompute + d.
 # %% tags=["nbval-ignore-output"]
 steps = measured(data_dir, "model_step", lb.model_step, depths, [ours, plain], cfg=cfg, dtype=dtype, **rep)
 report.table(steps[["layers", "recipe", "status", "ms", "mfu", "extra_gib"]], ".4g")
-report.glue("lb_deep_words", words.deepest(steps, ours.label, plain.label)[1])
+report.glue("lb_deep_words", words.deepest(steps, ours.label, plain.label))
 
 # %% tags=["remove-input", "nbval-ignore-output"]
 figures.lines(steps[steps.status == "ok"], "layers", "ms", "recipe", "the step against its depth", "blocks",

@@ -130,12 +130,12 @@ def block_words(comparison: pd.DataFrame, ours: str = "flash_triton", plain: str
             f"{mfu(best_plain[f'{plain} MFU'])}).")
 
 
-def deepest(steps: pd.DataFrame, ours: str, plain: str) -> tuple[int, str]:
+def deepest(steps: pd.DataFrame, ours: str, plain: str) -> str:
     """The deepest model both recipes ran, and ours against the plain one there (time, MFU, memory), in words."""
     ran = steps[steps.status == "ok"]
     both = set(ran[ran.recipe == ours].layers) & set(ran[ran.recipe == plain].layers)
     if not both:
-        return 0, "No depth ran with both recipes here."
+        return "No depth ran with both recipes here."
     n = max(both)
     mine, theirs = row_where(ran, layers=n, recipe=ours), row_where(ran, layers=n, recipe=plain)
     blocks = lambda k: f"{k} block{'' if k == 1 else 's'}"  # noqa: E731
@@ -146,7 +146,7 @@ def deepest(steps: pd.DataFrame, ours: str, plain: str) -> tuple[int, str]:
         said += f", at an MFU of {mine.mfu:.0%} against {theirs.mfu:.0%}"
     if has(mine, "extra_gib") and has(theirs, "extra_gib"):
         said += f", with {mine.extra_gib:.4g} GiB above what existed before the step against {theirs.extra_gib:.4g} GiB"
-    return n, said + "."
+    return said + "."
 
 
 def ablation_table(steps: pd.DataFrame, full: str) -> pd.DataFrame:
