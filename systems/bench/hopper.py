@@ -19,7 +19,7 @@ import pandas as pd
 import torch
 import triton
 
-from systems.attention.flash_hopper import VARIANTS, backward_hopper, forward_hopper
+from systems.attention.flash_hopper import BACKWARD_TILES, VARIANTS, BackwardTiles, backward_hopper, forward_hopper
 from systems.attention.flash_triton import flash_attention_triton, flash_forward_triton
 from systems.attention.peers import sdpa_cudnn, sdpa_flash
 from systems.cli import dump_json, integer
@@ -93,11 +93,41 @@ def backward_kernels(shapes=SHAPES, rep_ms: int = 200) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# the backward's tiles tried per head dim (query tile of dK/dV, key tile of dQ, ring depth), the default first
+TILES_TRIED = {64: (BACKWARD_TILES[64], BackwardTiles(64, 128, 2), BackwardTiles(64, 64), BackwardTiles(32, 128),
+                    BackwardTiles(128, 128, 2)),
+               128: (BACKWARD_TILES[128], BackwardTiles(32, 64, 2), BackwardTiles(64, 64, 2), BackwardTiles(32, 128, 2),
+                     BackwardTiles(16, 64))}
+TILE_SHAPES = (((1, 16, 16384, 64), True), ((1, 16, 16384, 128), True), ((8, 32, 1024, 128), True))
+
+
+def backward_tiles(shapes=TILE_SHAPES, rep_ms: int = 200) -> pd.DataFrame:
+    """The Hopper backward at each of :data:`TILES_TRIED` for the shape's head dim: ms, TFLOP/s, the difference
+    from cuDNN's gradients."""
+    rows = []
+    for (B, H, n, d), causal in shapes:
+        q, k, v, do = (_model_layout(B, H, n, d) for _ in range(4))
+        flops = attention_flops(n, n, d, B * H, causal, "bwd")
+        qkv = tuple(t.detach().requires_grad_() for t in (q, k, v))
+        want = torch.autograd.grad(sdpa_cudnn(*qkv, causal), qkv, do)
+        o, L = flash_forward_triton(q, k, v, causal)
+        for tiles in TILES_TRIED[d]:
+            call = lambda tiles=tiles: backward_hopper(q, k, v, o, do, L, causal, tiles)  # noqa: E731
+            err = _relative_error(call(), want)
+            ms = triton.testing.do_bench(call, rep=rep_ms, return_mode="median")
+            impl = f"dK/dV query tile {tiles.block_m}, dQ key tile {tiles.block_n}, {tiles.stages} stages"
+            rows.append(_row((B, H, n, d), causal, impl, ms, flops, err))
+        del want
+        torch.cuda.empty_cache()
+    return pd.DataFrame(rows)
+
+
 def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
     p = argparse.ArgumentParser(prog="python -m systems.bench.hopper", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rep", type=integer(1), default=200, help="do_bench's repetitions, in ms")
-    p.add_argument("--passes", choices=("forward", "backward", "both"), default="both")
+    p.add_argument("--passes", choices=("forward", "backward", "both", "tiles"), default="both",
+                   help="tiles: the backward at each of its tiles tried")
     p.add_argument("--json", help="write the rows (with provenance) here")
     args = p.parse_args(argv)
     if not (torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)):
@@ -107,6 +137,8 @@ def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
         tables["forward"] = forward_variants(rep_ms=args.rep)
     if args.passes in ("backward", "both"):
         tables["backward"] = backward_kernels(rep_ms=args.rep)
+    if args.passes == "tiles":
+        tables["backward tiles"] = backward_tiles(rep_ms=args.rep)
     if args.json:
         write_text_atomically(args.json, dump_json({"provenance": stamp("full"), **{
             name: df.to_dict("records") for name, df in tables.items()}}, indent=1), "results")
