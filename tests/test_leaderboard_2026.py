@@ -77,3 +77,28 @@ def test_the_command_outside_torchrun_says_how_to_start_it():
                          text=True, timeout=120, env={k: v for k, v in os.environ.items()
                                                      if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")})
     assert run.returncode == 2 and "start it with torchrun" in run.stderr
+
+
+def test_the_chapters_words_name_what_fits_and_where_ours_wins():
+    import pandas as pd
+
+    from systems.chapters import leaderboard as words
+
+    gib = 2**30
+    memory = {name: {"total": total * gib} for name, total in (("fused loss, recomputed blocks", 83.3),
+                                                                 ("fused loss, kept blocks", 232.0),
+                                                                 ("unfused loss, recomputed blocks", 129.0),
+                                                                 ("unfused loss, kept blocks", 278.0))}
+    plan = {"step": 5.48, "compute": 5.43, "exposed": 0.0108, "optimizer": 0.0412}
+    said = words.plan_words(memory, plan, 131 * gib, (121e-6, 326e9))
+    assert "2 fit in 131 GiB: “fused loss, recomputed blocks” and “unfused loss, recomputed blocks”;" in said
+    assert "one fits in 100 GiB: “fused loss, recomputed blocks”;" in words.plan_words(memory, plan, 100 * gib,
+                                                                                        (121e-6, 326e9))
+    blocks = pd.DataFrame([dict(attention=a, recompute=r, compiled=True, status="ok", ms=ms, mfu=0.5)
+                           for a, r, ms in (("ours", "none", 10.0), ("plain", "none", 8.0), ("ours", "all", 12.0),
+                                            ("plain", "all", 13.0))])
+    comparison = words.block_comparison(blocks, "ours", "plain")
+    assert comparison["ours / plain"].tolist() == pytest.approx([12 / 13, 10 / 8])
+    assert "ours is faster at 1 (compiled, recompute all)." in words.block_words(comparison, "ours", "plain")
+    assert "ours is faster at none of them." in words.block_words(comparison[comparison.recompute == "none"],
+                                                                     "ours", "plain")

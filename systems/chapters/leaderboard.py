@@ -79,7 +79,7 @@ def head_words(df: pd.DataFrame, gpu: str, budget_gib: float = 2.0) -> str:
     fused, compiled, eager = (row_where(df, variant=v) for v in ("fused", "compiled", "eager"))
     timing = (f"On the {gpu} the fused head takes {value(fused, 'ms', '.4g', ' ms')} "
               f"({value(fused, 'tflops', '.4g', ' TFLOP/s')}), {ratio_words(fused, compiled)} than the unfused one "
-              f"under `torch.compile` ({value(compiled, 'ms', '.4g', ' ms')}; eager: {value(eager, 'ms', '.4g', ' ms')}).")
+              f"under torch.compile ({value(compiled, 'ms', '.4g', ' ms')}; eager: {value(eager, 'ms', '.4g', ' ms')}).")
     if not has(fused, "extra_gib"):
         return timing + " Device memory is measured on a GPU only."
     workspace = fused.extra_gib - fused.gradients_gib
@@ -103,13 +103,13 @@ def adamw_words(df: pd.DataFrame, hbm_bytes_per_s: float) -> str:
 
 
 def block_comparison(df: pd.DataFrame, ours: str = "flash_triton", plain: str = "sdpa_cudnn") -> pd.DataFrame:
-    """Per recomputation and compilation: our attention's block time over plain PyTorch's (SDPA cuDNN's), and each
-    one's MFU."""
+    """Per recomputation and compilation: the block's time with our attention (``ours``) and with plain PyTorch's
+    (``plain``, SDPA cuDNN's), their ratio, and each one's MFU."""
     ok = df[df.status == "ok"]
     pivot = ok.pivot_table(index=["recompute", "compiled"], columns="attention", values=["ms", "mfu"], dropna=False)
-    out = pd.DataFrame({f"{ours} ms": pivot["ms"].get(ours), f"{plain} ms": pivot["ms"].get(plain),
-                        f"{ours} MFU": pivot["mfu"].get(ours), f"{plain} MFU": pivot["mfu"].get(plain)})
-    out["ours / plain"] = out[f"{ours} ms"] / out[f"{plain} ms"]
+    out = pd.DataFrame({"ours ms": pivot["ms"].get(ours), "plain ms": pivot["ms"].get(plain),
+                        "ours MFU": pivot["mfu"].get(ours), "plain MFU": pivot["mfu"].get(plain)})
+    out["ours / plain"] = out["ours ms"] / out["plain ms"]
     return out.reset_index()
 
 
@@ -120,14 +120,15 @@ def block_words(comparison: pd.DataFrame, ours: str = "flash_triton", plain: str
         return "No configuration ran with both attentions here."
     faster = c[c["ours / plain"] < 1]
     describe = lambda r: f"{'compiled' if r.compiled else 'eager'}, recompute {r.recompute}"  # noqa: E731
-    best_ours, best_plain = c.loc[c[f"{ours} ms"].idxmin()], c.loc[c[f"{plain} ms"].idxmin()]
+    best_ours, best_plain = c.loc[c["ours ms"].idxmin()], c.loc[c["plain ms"].idxmin()]
     mfu = lambda x: "" if math.isnan(x) else f", MFU {x:.0%}"  # noqa: E731
-    return (f"Of the {len(c)} configurations measured with both attentions, ours is faster at {len(faster)}"
-            f"{' (' + '; '.join(describe(r) for r in faster.itertuples()) + ')' if len(faster) else ''}. The fastest "
-            f"block with our attention ({describe(best_ours)}, {best_ours[f'{ours} ms']:.4g} ms"
-            f"{mfu(best_ours[f'{ours} MFU'])}) is {times(best_ours[f'{ours} ms'] / best_plain[f'{plain} ms'])} than "
-            f"the fastest with cuDNN's ({describe(best_plain)}, {best_plain[f'{plain} ms']:.4g} ms"
-            f"{mfu(best_plain[f'{plain} MFU'])}).")
+    wins = (f"at {len(faster)} ({'; '.join(describe(r) for r in faster.itertuples())})" if len(faster)
+            else "at none of them")
+    return (f"Of the {len(c)} configurations measured with both attentions, ours is faster {wins}. The fastest "
+            f"block with our attention ({describe(best_ours)}, {best_ours['ours ms']:.4g} ms"
+            f"{mfu(best_ours['ours MFU'])}) is {times(best_ours['ours ms'] / best_plain['plain ms'])} than "
+            f"the fastest with {plain}'s ({describe(best_plain)}, {best_plain['plain ms']:.4g} ms"
+            f"{mfu(best_plain['plain MFU'])}).")
 
 
 def deepest(steps: pd.DataFrame, ours: str, plain: str) -> str:
@@ -153,8 +154,8 @@ def ablation_table(steps: pd.DataFrame, full: str) -> pd.DataFrame:
     """Each recipe's step against the recipe with every technique on (``full``, a label): time, its ratio, memory."""
     base = steps.set_index("recipe").loc[full]
     out = steps[["recipe", "status", "ms", "mfu", "extra_gib"]].copy()
-    out["time / all on"] = out.ms / base.ms
-    out["memory − all on (GiB)"] = out.extra_gib - base.extra_gib
+    out["× all on"] = out.ms / base.ms
+    out["GiB − all on"] = out.extra_gib - base.extra_gib
     return out
 
 
@@ -190,7 +191,9 @@ def plan_words(memory: dict[str, dict[str, float]], plan: dict[str, float], gpu_
                 "not measured them.")
     fits = [name for name, total in totals.items() if total < gpu_bytes]
     best = totals["fused loss, recomputed blocks"]
-    return (f"Of the four plans, the ones that fit in {gpu_bytes / GIB:.3g} GiB are: {', '.join(fits) or 'none'}; "
+    fitting = " and ".join(f"“{name}”" for name in fits)
+    return (f"Of the four plans, {f'{len(fits)} fit' if len(fits) != 1 else 'one fits'} in {gpu_bytes / GIB:.3g} GiB"
+            f"{': ' + fitting if fits else ''}; "
             f"with the fused loss and every block recomputed a GPU holds {best / GIB:.3g} GiB. The step the parts "
             f"predict, on the link chapter 08 measured between two GPUs (a per-call overhead of {link[0] * 1e6:.3g} µs "
             f"and {link[1] / 1e9:.3g} GB/s): {plan['step']:.3g} s, of which {plan['compute']:.3g} s of forward and "
