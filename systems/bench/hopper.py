@@ -94,7 +94,7 @@ def backward_kernels(shapes=SHAPES, rep_ms: int = 200) -> pd.DataFrame:
 
 
 # the backward's tiles tried per head dim (query tile of dK/dV, key tile of dQ, ring depth), the default first
-TILES_TRIED = {64: (BACKWARD_TILES[64], BackwardTiles(64, 128, 2), BackwardTiles(64, 64), BackwardTiles(32, 128),
+TILES_TRIED = {64: (BACKWARD_TILES[64], BackwardTiles(64, 128, 3), BackwardTiles(64, 64), BackwardTiles(32, 128),
                     BackwardTiles(128, 128, 2)),
                128: (BACKWARD_TILES[128], BackwardTiles(32, 64, 2), BackwardTiles(64, 64, 2), BackwardTiles(32, 128, 2),
                      BackwardTiles(16, 64))}
