@@ -25,6 +25,14 @@ def get_flashattention_autograd_function_triton() -> Type:
     return FlashAttentionTriton
 
 
+def get_flashattention_autograd_function_cuda() -> Type:
+    """Not a CS336 name: the CUDA C++ kernels behind the same interface, so the course's attention tests can run
+    against them (``tests/test_flash_cuda.py`` does, on a GPU)."""
+    from systems.attention.flash_cpp import FlashAttentionCuda
+
+    return FlashAttentionCuda
+
+
 def get_ddp_individual_parameters(module: torch.nn.Module) -> torch.nn.Module:
     from systems.ddp import cs336
 

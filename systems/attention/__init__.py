@@ -11,6 +11,7 @@ Ours (:data:`OURS`):
     flash_pytorch  FlashAttention-2 tiled in plain PyTorch (flash_pytorch.py)
     flash_triton   FlashAttention-2 forward and backward in Triton (the package flash_triton/)
     flash_cpp      FlashAttention-2 as a C++ operator with a C++ autograd node, CPU kernels (flash_cpp/)
+    flash_cuda     the same operator with its CUDA C++ kernels: tensor-core products, fp16/bf16, head dims 64 and 128
 
 PyTorch's, the anchors (:data:`PEERS`, peers.py):
 
@@ -31,7 +32,7 @@ from systems.triton_interpreter import triton_unavailable
 
 AttentionFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool], torch.Tensor]
 
-OURS = ("naive", "flash_pytorch", "flash_triton", "flash_cpp")
+OURS = ("naive", "flash_pytorch", "flash_triton", "flash_cpp", "flash_cuda")
 PEERS = ("sdpa", "sdpa_flash", "sdpa_cudnn", "flex")
 
 # name -> "module:attribute", imported on first use
@@ -40,6 +41,7 @@ _REGISTRY: dict[str, str] = {
     "flash_pytorch": "systems.attention.flash_pytorch:flash_attention_pytorch",
     "flash_triton": "systems.attention.flash_triton:flash_attention_triton",
     "flash_cpp": "systems.attention.flash_cpp:flash_attention_cpp",
+    "flash_cuda": "systems.attention.flash_cpp:flash_attention_cuda",
     "sdpa": "systems.attention.peers:sdpa",
     "sdpa_flash": "systems.attention.peers:sdpa_flash",
     "sdpa_cudnn": "systems.attention.peers:sdpa_cudnn",
@@ -62,10 +64,11 @@ def unavailable(name: str, device: torch.device, dtype: torch.dtype, head_dim: i
     """Why attention ``name`` cannot run on ``device`` for inputs of ``dtype`` and ``head_dim``, or None: what a run
     asks before it builds a model. Ours by their documented limits (the FlashAttention kernels take head dims 16..128;
     the Triton one needs a GPU or Triton's interpreter, which cannot compute bf16; the C++ operator runs on the CPU and
-    is built on first use, which needs a compiler); PyTorch's SDPA back ends by
+    is built on first use, which needs a compiler; its CUDA kernels need a GPU of compute capability 8.0, nvcc, fp16 or
+    bf16 and head dim 64 or 128); PyTorch's SDPA back ends by
     asking them to run once on a tiny input, so their own rules (dtypes, head dims, devices) answer."""
     get_attention(name)  # an unknown name is refused with the choices
-    if name in ("flash_pytorch", "flash_triton", "flash_cpp"):
+    if name in ("flash_pytorch", "flash_triton", "flash_cpp", "flash_cuda"):
         from systems.attention._checks import MAX_HEAD_DIM, MIN_HEAD_DIM
 
         if not MIN_HEAD_DIM <= head_dim <= MAX_HEAD_DIM:
@@ -78,6 +81,12 @@ def unavailable(name: str, device: torch.device, dtype: torch.dtype, head_dim: i
         from systems.attention.flash_cpp import unavailable as cpp_unavailable
 
         why = cpp_unavailable(device)
+        if why:
+            return why
+    if name == "flash_cuda":
+        from systems.attention.flash_cpp import cuda_unavailable, cuda_unsupported
+
+        why = cuda_unavailable(device) or cuda_unsupported(dtype, head_dim)
         if why:
             return why
     if name in ("sdpa_flash", "sdpa_cudnn"):

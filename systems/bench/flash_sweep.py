@@ -11,6 +11,7 @@ falls back to :func:`systems.bench.timing.time_steps` so the code path can be ch
 :mod:`systems.flops`.
 
     python -m systems.bench.flash_sweep --max-seq 4096
+    python -m systems.bench.flash_sweep --table --impls flash_cuda flash_triton sdpa_flash sdpa_cudnn --json t.json
 """
 
 from __future__ import annotations
@@ -25,16 +26,18 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from systems.attention import get_attention
+from systems.attention import available, get_attention, unavailable
 from systems.attention.peers import refused, sdpa_choice
 from systems.attention.reference import naive_attention
 from systems.bench.attention_steps import device_busy, interleaved, interleaved_apart
 from systems.bench.e2e import BenchConfig, bench_device, vary
 from systems.bench.timing import time_steps
-from systems.cli import integer
+from systems.cli import dump_json, integer
+from systems.files import write_text_atomically
 from systems.device import OOM, free_memory, is_oom
 from systems.flops import attention_flops
 from systems.model import preset
+from systems.provenance import stamp
 
 UNSUPPORTED = "unsupported"
 NOT_RUN = "not run"
@@ -43,6 +46,9 @@ IMPLS = ("flash_triton", "naive", "sdpa_flash", "sdpa_cudnn")
 SEQ_LENS = tuple(2**i for i in range(7, 17))  # 128 .. 65536
 HEAD_DIMS = (16, 32, 64, 128)
 TENSOR_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}  # the inputs' dtype
+# (B, H, N, d), causal: the kernels' table, the 2025 leaderboard's shape first, the 2026 leaderboard's attention last
+TABLE_SHAPES = (((1, 16, 16384, 64), True), ((1, 16, 16384, 128), True), ((8, 32, 1024, 128), True),
+                ((4, 16, 2048, 64), True), ((1, 16, 8192, 64), False), ((2, 32, 32768, 128), True))
 
 
 def attention(name: str, config=None) -> Callable:
@@ -102,6 +108,8 @@ def run(points, impls=IMPLS, modes=MODES, *, config=None, naive_max_seq: int | N
         for impl in impls:
             if impl == "naive" and naive_max_seq is not None and max(n_q, n_k) > naive_max_seq:
                 ms = dict.fromkeys(modes, NOT_RUN)
+            elif unavailable(impl, device, TENSOR_DTYPES[dtype], d):  # a kernel's documented limits (dtype, head dim)
+                ms = dict.fromkeys(modes, UNSUPPORTED)
             else:
                 ms = measure(attention(impl, config), q, k, v, causal, modes, timer)
             for mode, t in ms.items():
@@ -124,6 +132,12 @@ def sweep(seq_lens=SEQ_LENS, head_dims=HEAD_DIMS, dtypes=("bf16", "fp32"), impls
     points = [(dt, d, n, n, batch, 1, is_causal) for dt, d, n in product(dtypes, head_dims, seq_lens)
               if max_seq is None or n <= max_seq]
     return run(points, impls, modes, desc="flash sweep", **kwargs)
+
+
+def table(impls=IMPLS, modes=("fwd", "fwd_bwd"), shapes=TABLE_SHAPES, dtype: str = "bf16", **kwargs) -> pd.DataFrame:
+    """Every implementation at the kernels' table of shapes (:data:`TABLE_SHAPES`), in ``dtype``."""
+    points = [(dtype, d, n, n, batch, heads, causal) for (batch, heads, n, d), causal in shapes]
+    return run(points, impls, modes, desc="table", **kwargs)
 
 
 def rectangular(shapes, d: int = 64, dtype: str = "bf16", impls=("flash_triton", "sdpa_flash", "sdpa_cudnn"),
@@ -319,9 +333,19 @@ def main(argv: list[str] | None = None) -> None:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--max-seq", type=integer(1), default=None, help="longest sequence of the §1.3.2 (e) sweep")
     p.add_argument("--training-shapes", action="store_true", help="time the training shapes instead")
+    p.add_argument("--table", action="store_true", help="time the kernels' table of shapes instead (bf16, forward "
+                   "and forward+backward)")
+    p.add_argument("--impls", nargs="+", choices=available(), default=list(IMPLS), help="implementations, by name")
+    p.add_argument("--json", help="write the rows (with provenance) here")
     a = p.parse_args(argv)
-    df = training_shapes() if a.training_shapes else sweep(max_seq=a.max_seq)
-    print(ratios(df, against=("sdpa_flash", "sdpa_cudnn")).to_string(index=False))
+    if a.table:
+        df = table(a.impls)
+    else:
+        df = training_shapes(impls=a.impls) if a.training_shapes else sweep(impls=a.impls, max_seq=a.max_seq)
+    if a.json:
+        write_text_atomically(a.json, dump_json({"stamp": stamp(), "rows": df.to_dict("records")}, indent=1))
+    base = a.impls[0]
+    print(ratios(df, base=base, against=[i for i in a.impls if i != base]).to_string(index=False))
 
 
 if __name__ == "__main__":

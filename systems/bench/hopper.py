@@ -22,14 +22,13 @@ import triton
 from systems.attention.flash_hopper import BACKWARD_TILES, VARIANTS, BackwardTiles, backward_hopper, forward_hopper
 from systems.attention.flash_triton import flash_attention_triton, flash_forward_triton
 from systems.attention.peers import sdpa_cudnn, sdpa_flash
+from systems.bench.flash_sweep import TABLE_SHAPES
 from systems.cli import dump_json, integer
 from systems.files import write_text_atomically
 from systems.flops import attention_flops
 from systems.provenance import stamp
 
-# (B, H, N, d), causal: the shapes of issue 29's table
-SHAPES = (((1, 16, 16384, 64), True), ((1, 16, 16384, 128), True), ((8, 32, 1024, 128), True),
-          ((4, 16, 2048, 64), True), ((1, 16, 8192, 64), False), ((2, 32, 32768, 128), True))
+SHAPES = TABLE_SHAPES
 
 
 def _peers() -> dict:

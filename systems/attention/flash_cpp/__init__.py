@@ -1,18 +1,24 @@
-"""FlashAttention-2 as a PyTorch operator written in C++, with its autograd node in C++ too (``flash.cpp`` beside
-this file: the ops ``torch.ops.systems_flash.forward``, ``.backward`` and ``.attention``).
+"""FlashAttention-2 as a PyTorch operator written in C++, with its autograd node in C++ too, and its kernels for the
+CPU in C++ and for NVIDIA GPUs in CUDA C++.
 
 The same algorithm at a third level of abstraction, after the PyTorch version (:mod:`..flash_pytorch`) and the
 Triton kernels (:mod:`..flash_triton`), with the same tile names and steps; and the shape of the operator path a
-fast eager call needs: the op is registered with ``TORCH_LIBRARY``, its backward is a ``torch::autograd::Function``,
-its shapes for ``torch.compile`` are Meta kernels, so a call runs no Python of ours after the dispatcher. The kernels
-here run on the CPU.
+fast eager call needs: the ops ``torch.ops.systems_flash.forward``, ``.backward`` and ``.attention`` are registered
+with ``TORCH_LIBRARY`` (``flash.cpp``), the backward is a ``torch::autograd::Function``, the shapes for
+``torch.compile`` are Meta kernels, so a call runs no Python of ours after the dispatcher. Each op has two kernels:
 
-The extension is built on first use with ``torch.utils.cpp_extension`` (a C++ compiler and ninja; a minute the first
-time, then from the cache in ``TORCH_EXTENSIONS_DIR``). Where it cannot be built, :func:`unavailable` says why and
-``get_attention("flash_cpp")`` still imports.
+    CPU    flash.cpp: one (batch, head) per thread, fp32 or fp64 (16-bit inputs widened)
+    CUDA   flash_cuda_forward.cu, flash_cuda_backward.cu: tensor-core products (mma.sync, compute capability 8.0 or
+           newer), fp16 and bf16, head dims 64 and 128, any sequence lengths; flash_cuda_ops.cpp registers them
 
-    from systems.attention.flash_cpp import flash_attention_cpp
-    o = flash_attention_cpp(q, k, v, is_causal=True)       # (B, [H,] N, d) on the CPU, fp32 or fp64 (16-bit widened)
+Each extension is built on first use with ``torch.utils.cpp_extension`` (a C++ compiler and ninja; for the CUDA one,
+nvcc and a GPU too): a minute the first time, then from the cache in ``TORCH_EXTENSIONS_DIR``. Where one cannot be
+built, :func:`unavailable` says why and ``get_attention("flash_cpp")`` or ``get_attention("flash_cuda")`` still
+imports.
+
+    from systems.attention.flash_cpp import flash_attention_cpp, flash_attention_cuda
+    o = flash_attention_cpp(q, k, v, is_causal=True)    # (B, [H,] N, d) on the CPU
+    o = flash_attention_cuda(q, k, v, is_causal=True)   # (B, [H,] N, d) on a GPU, fp16 or bf16, d 64 or 128
 """
 
 from __future__ import annotations
@@ -25,10 +31,14 @@ from pathlib import Path
 
 import torch
 
-from systems.attention._checks import as_4d, check_attention_inputs, check_is_causal
+from systems.attention._checks import as_4d, check_attention_inputs, check_is_causal, refuse_double_backward
 
-SOURCE = Path(__file__).with_name("flash.cpp")
-NAME = "systems_flash_cpp"
+HERE = Path(__file__).parent
+SOURCES = (HERE / "flash.cpp",)
+CUDA_SOURCES = tuple(HERE / name for name in ("flash_cuda_ops.cpp", "flash_cuda_forward.cu", "flash_cuda_backward.cu"))
+CUDA_DTYPES = (torch.float16, torch.bfloat16)
+CUDA_HEAD_DIMS = (64, 128)
+MIN_CAPABILITY = (8, 0)  # mma.sync on bf16
 
 
 def _ninja_on_path() -> bool:
@@ -43,34 +53,89 @@ def _ninja_on_path() -> bool:
     return shutil.which("ninja") is not None
 
 
-_LOADED = False  # set once the extension is in: calls then check nothing more than the device
+def _load(name: str, sources: tuple[Path, ...], what: str, **flags) -> str | None:
+    """Build and load one extension; None, or why it could not be built (the compiler's whole output on stderr)."""
+    from torch.utils.cpp_extension import load
+
+    print(f"[systems] building {what} ({', '.join(s.name for s in sources)}; the first time takes a minute)",
+          file=sys.stderr, flush=True)
+    try:
+        load(name=name, sources=[str(s) for s in sources], extra_cflags=["-O3"], is_python_module=False,
+             verbose=False, **flags)
+    except (RuntimeError, OSError, ImportError) as exc:
+        print(str(exc), file=sys.stderr, flush=True)
+        return f"could not build its extension: {str(exc).strip().splitlines()[-1][:300]}"
+    return None
+
+
+_LOADED = False  # set once the CPU extension is in: calls then check nothing more than the device
+_CUDA_LOADED = False  # likewise for the CUDA kernels
 
 
 @functools.cache
 def _build() -> str | None:
-    """Build and load the extension once per process; None, or why it could not be built."""
+    """Build and load the operator with its CPU kernels once per process; None, or why it could not be built."""
     global _LOADED
     if not (shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")):
         return "needs a C++ compiler (c++, g++ or clang++) to build its extension"
     if not _ninja_on_path():
         return "needs ninja to build its extension (pip install ninja)"
-    from torch.utils.cpp_extension import load
+    why = _load("systems_flash_cpp", SOURCES, "the C++ FlashAttention operator")
+    _LOADED = why is None
+    return why
 
-    print(f"[systems] building the C++ FlashAttention operator ({SOURCE.name}; the first time takes a minute)",
-          file=sys.stderr, flush=True)
-    try:
-        load(name=NAME, sources=[str(SOURCE)], extra_cflags=["-O3"], is_python_module=False, verbose=False)
-    except (RuntimeError, OSError, ImportError) as exc:
-        return f"could not build its extension: {str(exc).strip().splitlines()[-1][:300]}"
-    _LOADED = True
-    return None
+
+@functools.cache
+def _build_cuda() -> str | None:
+    """The operator first, then its CUDA kernels, once per process; None, or why they could not be built."""
+    global _CUDA_LOADED
+    why = _build()
+    if why:
+        return why
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    if CUDA_HOME is None:
+        return "needs nvcc (the CUDA toolkit) to build its kernels, and none was found (set CUDA_HOME)"
+    why = _load("systems_flash_cuda", CUDA_SOURCES, "the CUDA FlashAttention kernels",
+                extra_cuda_cflags=["-O3", "-lineinfo"])
+    _CUDA_LOADED = why is None
+    return why
 
 
 def unavailable(device: torch.device) -> str | None:
-    """Why the C++ operator cannot run on ``device``, or None (building it if it is not built yet)."""
+    """Why the operator's CPU kernels cannot run on ``device``, or None (building them if they are not built yet)."""
     if device.type != "cpu":
-        return f"runs on the CPU (its kernels are C++ for the CPU), not on {device}"
+        return f"runs on the CPU (its kernels are C++ for the CPU), not on {device}; flash_cuda runs on GPUs"
     return _build()
+
+
+def cuda_unavailable(device: torch.device) -> str | None:
+    """Why the operator's CUDA kernels cannot run on ``device``, or None (building them if they are not built yet)."""
+    if device.type != "cuda":
+        return f"runs on NVIDIA GPUs (its kernels are CUDA C++), not on {device}"
+    if torch.version.cuda is None:
+        return "needs a PyTorch built with CUDA; this one is built for the CPU only"
+    if not torch.cuda.is_available():
+        return "needs a CUDA GPU, and none is visible"
+    capability = torch.cuda.get_device_capability(device)
+    if capability < MIN_CAPABILITY:
+        return (f"needs a GPU of compute capability {MIN_CAPABILITY[0]}.{MIN_CAPABILITY[1]} or newer (bf16 tensor-core "
+                f"products); {torch.cuda.get_device_name(device)} is {capability[0]}.{capability[1]}")
+    return _build_cuda()
+
+
+def cuda_unsupported(dtype: torch.dtype, head_dim: int) -> str | None:
+    """Why inputs of ``dtype`` and ``head_dim`` are not for the CUDA kernels, or None."""
+    if dtype not in CUDA_DTYPES:
+        return (f"computes in float16 or bfloat16, as FlashAttention-2 does, not {str(dtype).removeprefix('torch.')} "
+                "(cast the inputs, or run under torch.autocast)")
+    if head_dim not in CUDA_HEAD_DIMS:
+        return f"takes head dims {' and '.join(map(str, CUDA_HEAD_DIMS))}, not {head_dim}"
+    return None
+
+
+def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool) -> torch.Tensor:
+    return torch.ops.systems_flash.attention(as_4d(q), as_4d(k), as_4d(v), is_causal).view(q.shape)
 
 
 def flash_attention_cpp(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False) -> torch.Tensor:
@@ -81,4 +146,60 @@ def flash_attention_cpp(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_ca
     why = unavailable(q.device) if not _LOADED or q.device.type != "cpu" else None
     if why:
         raise RuntimeError(f"flash_cpp {why}")
-    return torch.ops.systems_flash.attention(as_4d(q), as_4d(k), as_4d(v), is_causal).view(q.shape)
+    return _attention(q, k, v, is_causal)
+
+
+def flash_attention_cuda(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False) -> torch.Tensor:
+    """q (B, [H,] Nq, d), k, v (B, [H,] Nk, d) on a GPU, fp16 or bf16, d 64 or 128 -> (B, [H,] Nq, d); causal masking
+    is top-left aligned. The output is laid out as q is (``torch.empty_like``)."""
+    check_attention_inputs(q, k, v)
+    check_is_causal(is_causal)
+    why = cuda_unavailable(q.device) if not _CUDA_LOADED or q.device.type != "cuda" else None
+    if why:
+        raise RuntimeError(f"flash_cuda {why}")
+    why = cuda_unsupported(q.dtype, q.shape[-1])
+    if why:
+        raise ValueError(f"flash_cuda {why}")
+    return _attention(q, k, v, is_causal)
+
+
+FP16_MAX = torch.finfo(torch.float16).max
+
+
+class FlashAttentionCuda(torch.autograd.Function):
+    """The CUDA kernels behind a Python autograd node: the interface the CS336 tests call (``apply(q, k, v,
+    is_causal)``, the log-sum-exp among the saved tensors, shaped like q without its last dim). Model code calls
+    :func:`flash_attention_cuda`, whose autograd node is C++ and runs no Python.
+
+    fp32 inputs, which the kernels do not take, are computed in fp16 and come back in fp32: the 10-bit mantissa that
+    TF32 tensor cores give fp32 products (Triton's default, cuBLAS's with TF32 on), within fp16's range, which is
+    checked (a value beyond it is refused, not turned into inf)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, is_causal=False):
+        check_attention_inputs(q, k, v)
+        check_is_causal(is_causal)
+        compute = torch.float16 if q.dtype == torch.float32 else q.dtype
+        why = cuda_unavailable(q.device) or cuda_unsupported(compute, q.shape[-1])
+        if why:
+            raise ValueError(f"flash_cuda {why}")
+        if q.dtype == torch.float32:
+            largest = max(t.detach().abs().amax().item() for t in (q, k, v))
+            if not largest <= FP16_MAX:
+                raise ValueError(f"flash_cuda computes fp32 inputs in fp16, whose largest value is {FP16_MAX:g}; "
+                                 f"these inputs reach {largest:g}")
+        q4, k4, v4 = (as_4d(t).to(compute) for t in (q, k, v))
+        o, L = torch.ops.systems_flash.forward(q4, k4, v4, is_causal)
+        ctx.save_for_backward(q4, k4, v4, o, L.view(q.shape[:-1]))
+        ctx.is_causal, ctx.dtype = is_causal, q.dtype
+        return o.view(q.shape).to(q.dtype)
+
+    @staticmethod
+    def backward(ctx, do):
+        refuse_double_backward("flash_cuda")
+        q4, k4, v4, o, L = ctx.saved_tensors
+        # (dO may arrive expanded from a scalar, every stride 0: the op copies what its kernels cannot read)
+        do4 = do.to(q4.dtype).reshape(q4.shape)
+        dq, dk, dv = torch.ops.systems_flash.backward(q4, k4, v4, o, do4, L.view(q4.shape[:-1]), ctx.is_causal)
+        shape_q, shape_k = L.shape + q4.shape[-1:], L.shape[:-1] + k4.shape[-2:]
+        return dq.view(shape_q).to(ctx.dtype), dk.view(shape_k).to(ctx.dtype), dv.view(shape_k).to(ctx.dtype), None

@@ -22,6 +22,8 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include "flash_checks.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -134,15 +136,6 @@ void backward_head(const T* q, const T* k, const T* v, const T* o, const T* dout
   }
 }
 
-void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v) {
-  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "systems_flash: q, k, v must be (B, H, N, d), got ",
-              q.sizes(), ", ", k.sizes(), ", ", v.sizes());
-  TORCH_CHECK(k.sizes() == v.sizes() && q.size(0) == k.size(0) && q.size(1) == k.size(1) && q.size(3) == k.size(3),
-              "systems_flash: q ", q.sizes(), ", k ", k.sizes(), " and v ", v.sizes(), " do not fit together");
-  TORCH_CHECK(q.scalar_type() == k.scalar_type() && k.scalar_type() == v.scalar_type(),
-              "systems_flash: q, k, v must share one dtype");
-}
-
 // Each (batch, head) of the inputs on a thread of its own: ``run(h, scale)`` with the softmax scale 1/sqrt(d) in the
 // accumulation type ``T``.
 template <typename T, typename F>
@@ -154,7 +147,7 @@ void each_head(int64_t heads, int64_t d, const F& run) {
 }
 
 std::tuple<Tensor, Tensor> forward_cpu(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal) {
-  check_inputs(q, k, v);
+  systems_flash::check_inputs(q, k, v);
   const auto acc = accumulate_type(q);
   const Tensor qa = q.to(acc).contiguous(), ka = k.to(acc).contiguous(), va = v.to(acc).contiguous();
   const int64_t heads = q.size(0) * q.size(1), nq = q.size(2), nk = k.size(2), d = q.size(3);
@@ -171,7 +164,7 @@ std::tuple<Tensor, Tensor> forward_cpu(const Tensor& q, const Tensor& k, const T
 
 std::tuple<Tensor, Tensor, Tensor> backward_cpu(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                                                 const Tensor& dout, const Tensor& L, bool is_causal) {
-  check_inputs(q, k, v);
+  systems_flash::check_inputs(q, k, v);
   const auto acc = accumulate_type(q);
   const Tensor qa = q.to(acc).contiguous(), ka = k.to(acc).contiguous(), va = v.to(acc).contiguous();
   const Tensor oa = o.to(acc).contiguous(), da = dout.to(acc).contiguous(), La = L.to(acc).contiguous();

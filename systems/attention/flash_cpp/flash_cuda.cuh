@@ -1,0 +1,227 @@
+// What the FlashAttention-2 kernels in CUDA C++ are built from: the tensor-core product of one 16x16 by 16x8 tile
+// (mma.sync, sm_80 and later, as FlashAttention-2 itself uses), the register fragments it reads and writes, tiles
+// copied from global to shared memory without passing through registers (cp.async), and ldmatrix, which reads a
+// fragment out of a shared tile in one instruction per warp.
+//
+// The fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16"), for lane = 4 g + t of a warp:
+//   A, 16x16, four 32-bit registers of two elements: rows g and g + 8, columns 2t, 2t + 1 and 2t + 8, 2t + 9;
+//   B, 16x8, two registers: rows (k) 2t, 2t + 1 and 2t + 8, 2t + 9 of column (n) g;
+//   C, 16x8 fp32, four floats: row g, columns 2t, 2t + 1, then row g + 8, the same columns.
+// Two C tiles side by side (16x16) hold, element for element, what an A fragment holds: the probabilities P computed
+// into S's registers feed the next product without going through memory.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+
+#include "flash_cuda.h"
+
+namespace systems_flash_cuda {
+
+constexpr float LOG2E = 1.4426950408889634f;  // exp(x) = exp2(x * log2(e)); exp2 is one instruction
+constexpr float LN2 = 0.6931471805599453f;
+
+template <typename T>
+struct Element;
+
+template <>
+struct Element<__half> {
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    const __half2 two = __floats2half2_rn(lo, hi);
+    uint32_t bits;
+    memcpy(&bits, &two, sizeof bits);
+    return bits;
+  }
+  static __device__ __forceinline__ float2 unpack(uint32_t bits) {
+    __half2 two;
+    memcpy(&two, &bits, sizeof bits);
+    return __half22float2(two);
+  }
+  // d += a b: one 16x16 A fragment times one 16x8 B fragment (b0, b1), fp32 accumulation
+  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+template <>
+struct Element<__nv_bfloat16> {
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    const __nv_bfloat162 two = __floats2bfloat162_rn(lo, hi);
+    uint32_t bits;
+    memcpy(&bits, &two, sizeof bits);
+    return bits;
+  }
+  static __device__ __forceinline__ float2 unpack(uint32_t bits) {
+    __nv_bfloat162 two;
+    memcpy(&two, &bits, sizeof bits);
+    return __bfloat1622float2(two);
+  }
+  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+__device__ __forceinline__ float fast_exp2(float x) {  // exp2(-inf) = 0, as the masked scores need
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// The maximum and the sum over the four lanes (t = 0..3) that share a fragment row.
+__device__ __forceinline__ float row_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float row_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// ---- shared memory ----
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// A shared tile of rows of HEAD_DIM 16-bit elements, each row 16-byte chunks whose index is XORed with the row's
+// index mod 8: the eight rows that one ldmatrix reads at the same column sit in eight different bank groups, where
+// without the swizzle they would all sit in one (a row is 128 or 256 bytes, a whole number of bank rounds).
+template <int HEAD_DIM>
+__device__ __forceinline__ int swizzled(int row, int col) {
+  return row * HEAD_DIM + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+// The A fragment of rows row0..row0+15, columns col0..col0+15 of a shared tile (Q in S = Q K^T). Lane l gives the
+// address of row l % 16, column col0 + 8 (l / 16): the four 8x8 matrices in the order of A's four registers.
+template <int HEAD_DIM, typename T>
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], const T* tile, int row0, int col0, int lane) {
+  ldmatrix_x4(a, shared_address(tile + swizzled<HEAD_DIM>(row0 + lane % 16, col0 + (lane / 16) * 8)));
+}
+
+// B fragments of two 8-wide column tiles n0.., n0+8.. for the k step k0..k0+15, from a tile that holds B transposed,
+// one row per column of B (K in S = Q K^T: B[d][key] = K[key][d]): b[0], b[1] for columns n0..n0+7, b[2], b[3] for
+// n0+8..n0+15.
+template <int HEAD_DIM, typename T>
+__device__ __forceinline__ void load_b_rows_are_n(uint32_t (&b)[4], const T* tile, int n0, int k0, int lane) {
+  ldmatrix_x4(b, shared_address(tile + swizzled<HEAD_DIM>(n0 + lane % 8 + (lane / 16) * 8, k0 + (lane / 8) % 2 * 8)));
+}
+
+// The same from a tile that holds B as it is, one row per k (V in O += P V: B[key][d] = V[key][d]); ldmatrix
+// transposes each 8x8 matrix on the way.
+template <int HEAD_DIM, typename T>
+__device__ __forceinline__ void load_b_rows_are_k(uint32_t (&b)[4], const T* tile, int k0, int n0, int lane) {
+  ldmatrix_x4_trans(b, shared_address(tile + swizzled<HEAD_DIM>(k0 + lane % 16, n0 + (lane / 16) * 8)));
+}
+
+// ---- global to shared, asynchronously ----
+
+__device__ __forceinline__ void cp_async_16(uint32_t to, const void* from, bool inside) {
+  // with a source size of 0 the 16 bytes are zero-filled: rows past the end of a sequence read as zeros
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(from), "r"(inside ? 16 : 0));
+}
+
+__device__ __forceinline__ void cp_async_4(uint32_t to, const void* from, bool inside) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(to), "l"(from), "r"(inside ? 4 : 0));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int PENDING>  // wait until at most PENDING of the committed groups are still in flight
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING));
+}
+
+// Rows row0..row0+ROWS-1 of an (n_rows, HEAD_DIM) matrix into a swizzled shared tile, 16 bytes per copy, the threads
+// of the block taking consecutive chunks (coalesced reads); rows past n_rows are zeros.
+template <int ROWS, int HEAD_DIM, int THREADS, typename T>
+__device__ __forceinline__ void load_tile(T* tile, const T* matrix, int64_t row_stride, int row0, int n_rows) {
+  constexpr int CHUNKS = HEAD_DIM / 8;
+#pragma unroll
+  for (int c = threadIdx.x; c < ROWS * CHUNKS; c += THREADS) {
+    const int row = c / CHUNKS, col = (c % CHUNKS) * 8;
+    const bool inside = row0 + row < n_rows;
+    const T* from = inside ? matrix + (row0 + row) * row_stride + col : matrix;
+    cp_async_16(shared_address(tile + swizzled<HEAD_DIM>(row, col)), from, inside);
+  }
+}
+
+// Entries row0..row0+ROWS-1 of a vector of n fp32 values (L or delta) into shared memory; past n, zeros.
+template <int ROWS, int THREADS>
+__device__ __forceinline__ void load_vector(float* to, const float* vector, int row0, int n) {
+  for (int i = threadIdx.x; i < ROWS; i += THREADS) {
+    const bool inside = row0 + i < n;
+    cp_async_4(shared_address(to + i), inside ? vector + row0 + i : vector, inside);
+  }
+}
+
+// The first row of (batch b, head h) of a tensor.
+template <typename T>
+__device__ __forceinline__ T* head_rows(const Rows& rows, int b, int h) {
+  return static_cast<T*>(rows.data) + b * rows.batch_stride + h * rows.head_stride;
+}
+
+// Rows g and g + 8 of a warp's 16-row C fragments (TILES tiles of 8 columns), times `scale`, stored as T into an
+// (n_rows, HEAD_DIM) matrix from row `row`: O, dQ, dK, dV.
+template <int TILES, typename T>
+__device__ __forceinline__ void store_rows(T* matrix, int64_t row_stride, const float (&c)[TILES][4], int row,
+                                           int n_rows, int t, const float (&scale)[2]) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = row + 8 * half;
+    if (r >= n_rows) continue;
+#pragma unroll
+    for (int n = 0; n < TILES; ++n) {
+      const uint32_t two = Element<T>::pack(c[n][2 * half] * scale[half], c[n][2 * half + 1] * scale[half]);
+      *reinterpret_cast<uint32_t*>(matrix + r * row_stride + n * 8 + 2 * t) = two;
+    }
+  }
+}
+
+// Lets KERNEL use `bytes` of dynamic shared memory (past 48 KiB a kernel must ask), once per device: it is a driver
+// call, and not one to repeat while a CUDA graph captures the launches.
+template <auto KERNEL>
+cudaError_t allow_shared(int bytes) {
+  constexpr int MAX_DEVICES = 64;
+  static std::atomic<bool> allowed[MAX_DEVICES] = {};
+  int device = 0;
+  cudaError_t error = cudaGetDevice(&device);
+  if (error != cudaSuccess || (device < MAX_DEVICES && allowed[device])) return error;
+  error = cudaFuncSetAttribute(KERNEL, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (error == cudaSuccess && device < MAX_DEVICES) allowed[device] = true;
+  return error;
+}
+
+// A C fragment pair (two 16x8 tiles, columns 16 kk..16 kk + 15) as the A fragment of the next product, in T.
+template <int TILES, typename T>
+__device__ __forceinline__ void as_a(uint32_t (&a)[4], const float (&c)[TILES][4], int kk) {
+  a[0] = Element<T>::pack(c[2 * kk][0], c[2 * kk][1]);
+  a[1] = Element<T>::pack(c[2 * kk][2], c[2 * kk][3]);
+  a[2] = Element<T>::pack(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+  a[3] = Element<T>::pack(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+}
+
+}  // namespace systems_flash_cuda

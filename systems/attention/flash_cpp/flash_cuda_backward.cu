@@ -1,0 +1,315 @@
+// FlashAttention-2's backward in CUDA C++ (Dao, "FlashAttention-2", 2023, Algorithm 2), in the two passes of the
+// Triton kernel's deterministic backward (systems/attention/flash_triton/kernels.py): no atomics, so the gradients
+// repeat bit for bit.
+//
+//   preprocess   delta = rowsum(dO * O), one warp per row
+//   dK/dV pass   a block owns BLOCK_K = 16 NUM_WARPS keys (16 per warp, dK and dV in fp32 registers) and walks
+//                the query tiles that see them, Q and dO two stages deep in shared memory:
+//                  S^T = K Q^T,  P^T = exp2(S^T scale log2e - L log2e),  dP^T = V dO^T,  dS^T = P^T * (dP^T - delta)
+//                  dV += P^T dO,  dK += dS^T Q                (dK scaled by the softmax scale at the end)
+//   dQ pass      a block owns BLOCK_Q = 16 NUM_WARPS queries and walks the key tiles they see:
+//                  S = Q K^T,  P = exp2(S scale log2e - L log2e),  dP = dO V^T,  dS = P * (dP - delta),  dQ += dS K
+//
+// Each pass computes its rows' S and dP transposed so that the warp's own rows are the products' rows: P^T and dS^T
+// (or dS) then feed the next products from registers, as P does in the forward. Seven products per pair of tiles,
+// against five where dQ is added up atomically in the dK/dV pass (FlashAttention-2's way), which is not
+// deterministic.
+
+#include "flash_cuda.cuh"
+
+namespace systems_flash_cuda {
+
+template <typename T>
+__global__ void __launch_bounds__(256)
+    flash_bwd_preprocess_kernel(const Problem problem, const Rows O, const Rows DO, float* delta) {
+  const int64_t rows = int64_t(problem.batch) * problem.heads * problem.n_queries;
+  const int64_t index = int64_t(blockIdx.x) * 8 + threadIdx.x / 32;  // (b, h, i) flattened: 8 rows a block
+  const int lane = threadIdx.x % 32;
+  if (index >= rows) return;
+  const int i = index % problem.n_queries, bh = index / problem.n_queries;
+  const int h = bh % problem.heads, b = bh / problem.heads;
+  const T* o = head_rows<T>(O, b, h) + i * O.row_stride;
+  const T* dout = head_rows<T>(DO, b, h) + i * DO.row_stride;
+  float sum = 0.f;
+  for (int c = 2 * lane; c < problem.head_dim; c += 64) {
+    const float2 x = Element<T>::unpack(*reinterpret_cast<const uint32_t*>(o + c));
+    const float2 y = Element<T>::unpack(*reinterpret_cast<const uint32_t*>(dout + c));
+    sum += x.x * y.x + x.y * y.y;
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  if (lane == 0) delta[index] = sum;
+}
+
+template <typename T, int HEAD_DIM, int NUM_WARPS, int BLOCK_Q, bool CAUSAL>
+__global__ void __launch_bounds__(NUM_WARPS * 32)
+    flash_bwd_dkdv_kernel(const Problem problem, const Rows Q, const Rows K, const Rows V, const Rows DO,
+                          const float* L, const float* delta, const Rows DK, const Rows DV) {
+  constexpr int BLOCK_K = 16 * NUM_WARPS, THREADS = 32 * NUM_WARPS;
+  constexpr int S_TILES = BLOCK_Q / 8, D_TILES = HEAD_DIM / 8;  // 8-column tiles of S^T and of dK, dV
+  extern __shared__ __align__(128) unsigned char shared[];
+  T* k_tile = reinterpret_cast<T*>(shared);     // (BLOCK_K, HEAD_DIM)
+  T* v_tile = k_tile + BLOCK_K * HEAD_DIM;      // (BLOCK_K, HEAD_DIM)
+  T* q_tiles = v_tile + BLOCK_K * HEAD_DIM;     // two stages of (BLOCK_Q, HEAD_DIM)
+  T* do_tiles = q_tiles + 2 * BLOCK_Q * HEAD_DIM;
+  float* l_rows = reinterpret_cast<float*>(do_tiles + 2 * BLOCK_Q * HEAD_DIM);  // two stages of BLOCK_Q
+  float* delta_rows = l_rows + 2 * BLOCK_Q;
+
+  const int h = blockIdx.y, b = blockIdx.z, k0 = blockIdx.x * BLOCK_K;  // causal: the first tiles see the most
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int n_queries = problem.n_queries, n_keys = problem.n_keys;
+  const T* q = head_rows<T>(Q, b, h);
+  const T* dout = head_rows<T>(DO, b, h);
+  const int64_t bh = int64_t(b) * problem.heads + h;
+  const float* l_bh = L + bh * n_queries;
+  const float* delta_bh = delta + bh * n_queries;
+
+  // the queries that see any key of this tile: all of them, or (causal) from the tile holding query k0 on
+  const int q_start = CAUSAL ? (k0 / BLOCK_Q) * BLOCK_Q : 0;
+  const int n_tiles = q_start < n_queries ? (n_queries - q_start + BLOCK_Q - 1) / BLOCK_Q : 0;
+
+  auto load_query_tile = [&](int stage, int q0) {
+    load_tile<BLOCK_Q, HEAD_DIM, THREADS>(q_tiles + stage * BLOCK_Q * HEAD_DIM, q, Q.row_stride, q0, n_queries);
+    load_tile<BLOCK_Q, HEAD_DIM, THREADS>(do_tiles + stage * BLOCK_Q * HEAD_DIM, dout, DO.row_stride, q0, n_queries);
+    load_vector<BLOCK_Q, THREADS>(l_rows + stage * BLOCK_Q, l_bh, q0, n_queries);
+    load_vector<BLOCK_Q, THREADS>(delta_rows + stage * BLOCK_Q, delta_bh, q0, n_queries);
+  };
+  load_tile<BLOCK_K, HEAD_DIM, THREADS>(k_tile, head_rows<T>(K, b, h), K.row_stride, k0, n_keys);
+  load_tile<BLOCK_K, HEAD_DIM, THREADS>(v_tile, head_rows<T>(V, b, h), V.row_stride, k0, n_keys);
+  if (n_tiles > 0) load_query_tile(0, q_start);
+  cp_async_commit();
+
+  const float qk_scale = problem.scale * LOG2E;
+  const int key = k0 + warp * 16 + g;  // this lane's keys: key and key + 8
+  float dk[D_TILES][4] = {}, dv[D_TILES][4] = {};
+
+  for (int j = 0; j < n_tiles; ++j) {
+    const int q0 = q_start + j * BLOCK_Q, stage = j % 2;
+    const T* q_tile = q_tiles + stage * BLOCK_Q * HEAD_DIM;
+    const T* do_tile = do_tiles + stage * BLOCK_Q * HEAD_DIM;
+    const float* l_tile = l_rows + stage * BLOCK_Q;
+    const float* delta_tile = delta_rows + stage * BLOCK_Q;
+    if (j + 1 < n_tiles) {
+      load_query_tile((j + 1) % 2, q0 + BLOCK_Q);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+
+    float st[S_TILES][4] = {}, dpt[S_TILES][4] = {};  // S^T = K Q^T and dP^T = V dO^T, (16, BLOCK_Q) per warp
+#pragma unroll
+    for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
+      uint32_t ka[4], va[4];
+      load_a<HEAD_DIM>(ka, k_tile, warp * 16, kk * 16, lane);
+      load_a<HEAD_DIM>(va, v_tile, warp * 16, kk * 16, lane);
+#pragma unroll
+      for (int n = 0; n < S_TILES / 2; ++n) {
+        uint32_t qb[4], dob[4];
+        load_b_rows_are_n<HEAD_DIM>(qb, q_tile, n * 16, kk * 16, lane);
+        load_b_rows_are_n<HEAD_DIM>(dob, do_tile, n * 16, kk * 16, lane);
+        Element<T>::mma(st[2 * n], ka, qb[0], qb[1]);
+        Element<T>::mma(st[2 * n + 1], ka, qb[2], qb[3]);
+        Element<T>::mma(dpt[2 * n], va, dob[0], dob[1]);
+        Element<T>::mma(dpt[2 * n + 1], va, dob[2], dob[3]);
+      }
+    }
+
+    // P^T and dS^T into the registers of S^T and dP^T; masked past either sequence's end and above the diagonal
+    const bool masked = q0 + BLOCK_Q > n_queries || k0 + BLOCK_K > n_keys || (CAUSAL && q0 < k0 + BLOCK_K - 1);
+#pragma unroll
+    for (int n = 0; n < S_TILES; ++n) {
+      const float2 l = *reinterpret_cast<const float2*>(l_tile + n * 8 + 2 * t);
+      const float2 d = *reinterpret_cast<const float2*>(delta_tile + n * 8 + 2 * t);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int column = n * 8 + 2 * t + (e & 1), query = q0 + column, this_key = key + 8 * (e >> 1);
+        float p = fast_exp2(fmaf(st[n][e], qk_scale, -(e & 1 ? l.y : l.x) * LOG2E));
+        if (masked && (query >= n_queries || this_key >= n_keys || (CAUSAL && this_key > query))) p = 0.f;
+        st[n][e] = p;
+        dpt[n][e] = p * (dpt[n][e] - (e & 1 ? d.y : d.x));
+      }
+    }
+
+    // dV += P^T dO, dK += dS^T Q: the k of these products runs over the tile's queries
+#pragma unroll
+    for (int kk = 0; kk < BLOCK_Q / 16; ++kk) {
+      uint32_t pa[4], dsa[4];
+      as_a<S_TILES, T>(pa, st, kk);
+      as_a<S_TILES, T>(dsa, dpt, kk);
+#pragma unroll
+      for (int n = 0; n < HEAD_DIM / 16; ++n) {
+        uint32_t dob[4], qb[4];
+        load_b_rows_are_k<HEAD_DIM>(dob, do_tile, kk * 16, n * 16, lane);
+        load_b_rows_are_k<HEAD_DIM>(qb, q_tile, kk * 16, n * 16, lane);
+        Element<T>::mma(dv[2 * n], pa, dob[0], dob[1]);
+        Element<T>::mma(dv[2 * n + 1], pa, dob[2], dob[3]);
+        Element<T>::mma(dk[2 * n], dsa, qb[0], qb[1]);
+        Element<T>::mma(dk[2 * n + 1], dsa, qb[2], qb[3]);
+      }
+    }
+    __syncthreads();
+  }
+  cp_async_wait<0>();  // no tile walked (causal keys past the last query): K and V's copies still end here
+
+  const float ones[2] = {1.f, 1.f}, scale[2] = {problem.scale, problem.scale};
+  store_rows<D_TILES>(head_rows<T>(DK, b, h), DK.row_stride, dk, key, n_keys, t, scale);
+  store_rows<D_TILES>(head_rows<T>(DV, b, h), DV.row_stride, dv, key, n_keys, t, ones);
+}
+
+template <typename T, int HEAD_DIM, int NUM_WARPS, int BLOCK_K, bool CAUSAL>
+__global__ void __launch_bounds__(NUM_WARPS * 32)
+    flash_bwd_dq_kernel(const Problem problem, const Rows Q, const Rows K, const Rows V, const Rows DO,
+                        const float* L, const float* delta, const Rows DQ) {
+  constexpr int BLOCK_Q = 16 * NUM_WARPS, THREADS = 32 * NUM_WARPS;
+  constexpr int S_TILES = BLOCK_K / 8, D_TILES = HEAD_DIM / 8;
+  extern __shared__ __align__(128) unsigned char shared[];
+  T* q_tile = reinterpret_cast<T*>(shared);   // (BLOCK_Q, HEAD_DIM)
+  T* do_tile = q_tile + BLOCK_Q * HEAD_DIM;   // (BLOCK_Q, HEAD_DIM)
+  T* k_tiles = do_tile + BLOCK_Q * HEAD_DIM;  // two stages of (BLOCK_K, HEAD_DIM)
+  T* v_tiles = k_tiles + 2 * BLOCK_K * HEAD_DIM;
+
+  const int query_tile = CAUSAL ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // causal: the longest first
+  const int h = blockIdx.y, b = blockIdx.z, q0 = query_tile * BLOCK_Q;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int n_queries = problem.n_queries, n_keys = problem.n_keys;
+  const T* k = head_rows<T>(K, b, h);
+  const T* v = head_rows<T>(V, b, h);
+  const int64_t bh = int64_t(b) * problem.heads + h;
+  const int row = q0 + warp * 16 + g;  // this lane's rows: row and row + 8
+  float l_log2[2], row_delta[2];       // rows past the end: 0, their P finite and never stored
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const bool inside = row + 8 * half < n_queries;
+    l_log2[half] = inside ? L[bh * n_queries + row + 8 * half] * LOG2E : 0.f;
+    row_delta[half] = inside ? delta[bh * n_queries + row + 8 * half] : 0.f;
+  }
+
+  const int k_end = CAUSAL ? min(n_keys, q0 + BLOCK_Q) : n_keys;
+  const int n_tiles = (k_end + BLOCK_K - 1) / BLOCK_K;
+  load_tile<BLOCK_Q, HEAD_DIM, THREADS>(q_tile, head_rows<T>(Q, b, h), Q.row_stride, q0, n_queries);
+  load_tile<BLOCK_Q, HEAD_DIM, THREADS>(do_tile, head_rows<T>(DO, b, h), DO.row_stride, q0, n_queries);
+  load_tile<BLOCK_K, HEAD_DIM, THREADS>(k_tiles, k, K.row_stride, 0, n_keys);
+  load_tile<BLOCK_K, HEAD_DIM, THREADS>(v_tiles, v, V.row_stride, 0, n_keys);
+  cp_async_commit();
+
+  const float qk_scale = problem.scale * LOG2E;
+  float dq[D_TILES][4] = {};
+  for (int j = 0; j < n_tiles; ++j) {
+    const int k0 = j * BLOCK_K;
+    const T* k_tile = k_tiles + (j % 2) * BLOCK_K * HEAD_DIM;
+    const T* v_tile = v_tiles + (j % 2) * BLOCK_K * HEAD_DIM;
+    if (j + 1 < n_tiles) {
+      load_tile<BLOCK_K, HEAD_DIM, THREADS>(k_tiles + ((j + 1) % 2) * BLOCK_K * HEAD_DIM, k, K.row_stride,
+                                            k0 + BLOCK_K, n_keys);
+      load_tile<BLOCK_K, HEAD_DIM, THREADS>(v_tiles + ((j + 1) % 2) * BLOCK_K * HEAD_DIM, v, V.row_stride,
+                                            k0 + BLOCK_K, n_keys);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+
+    float s[S_TILES][4] = {}, dp[S_TILES][4] = {};  // S = Q K^T and dP = dO V^T, (16, BLOCK_K) per warp
+#pragma unroll
+    for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
+      uint32_t qa[4], doa[4];
+      load_a<HEAD_DIM>(qa, q_tile, warp * 16, kk * 16, lane);
+      load_a<HEAD_DIM>(doa, do_tile, warp * 16, kk * 16, lane);
+#pragma unroll
+      for (int n = 0; n < S_TILES / 2; ++n) {
+        uint32_t kb[4], vb[4];
+        load_b_rows_are_n<HEAD_DIM>(kb, k_tile, n * 16, kk * 16, lane);
+        load_b_rows_are_n<HEAD_DIM>(vb, v_tile, n * 16, kk * 16, lane);
+        Element<T>::mma(s[2 * n], qa, kb[0], kb[1]);
+        Element<T>::mma(s[2 * n + 1], qa, kb[2], kb[3]);
+        Element<T>::mma(dp[2 * n], doa, vb[0], vb[1]);
+        Element<T>::mma(dp[2 * n + 1], doa, vb[2], vb[3]);
+      }
+    }
+
+    const bool masked = k0 + BLOCK_K > n_keys || (CAUSAL && k0 + BLOCK_K - 1 > q0);
+#pragma unroll
+    for (int n = 0; n < S_TILES; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int half = e >> 1, key = k0 + n * 8 + 2 * t + (e & 1);
+        float p = fast_exp2(fmaf(s[n][e], qk_scale, -l_log2[half]));
+        if (masked && (key >= n_keys || (CAUSAL && key > row + 8 * half))) p = 0.f;
+        dp[n][e] = p * (dp[n][e] - row_delta[half]);  // dS
+      }
+    }
+
+    // dQ += dS K: the k of this product runs over the tile's keys
+#pragma unroll
+    for (int kk = 0; kk < BLOCK_K / 16; ++kk) {
+      uint32_t dsa[4];
+      as_a<S_TILES, T>(dsa, dp, kk);
+#pragma unroll
+      for (int n = 0; n < HEAD_DIM / 16; ++n) {
+        uint32_t kb[4];
+        load_b_rows_are_k<HEAD_DIM>(kb, k_tile, kk * 16, n * 16, lane);
+        Element<T>::mma(dq[2 * n], dsa, kb[0], kb[1]);
+        Element<T>::mma(dq[2 * n + 1], dsa, kb[2], kb[3]);
+      }
+    }
+    __syncthreads();
+  }
+
+  const float scale[2] = {problem.scale, problem.scale};
+  store_rows<D_TILES>(head_rows<T>(DQ, b, h), DQ.row_stride, dq, row, n_queries, t, scale);
+}
+
+// Tiles per head dim, as wide as the registers allow without spilling: the dK/dV pass holds dK and dV (2 x 32 floats
+// a lane at head dim 64, 2 x 64 at 128) besides S^T and dP^T (BLOCK_Q / 2 floats each); the dQ pass holds dQ besides
+// S and dP.
+template <typename T, int HEAD_DIM, bool CAUSAL>
+cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L, float* delta,
+                            Rows dq, Rows dk, Rows dv, cudaStream_t stream) {
+  constexpr int NUM_WARPS = 8, DKDV_BLOCK_Q = HEAD_DIM == 64 ? 64 : 32, DQ_BLOCK_K = 64;
+  constexpr int BLOCK_ROWS = 16 * NUM_WARPS;  // the keys of a dK/dV block, the queries of a dQ block
+  const int64_t rows = int64_t(p.batch) * p.heads * p.n_queries;
+  flash_bwd_preprocess_kernel<T><<<(rows + 7) / 8, 256, 0, stream>>>(p, o, dout, delta);
+  cudaError_t error = cudaGetLastError();
+  if (error != cudaSuccess) return error;
+
+  constexpr int DKDV_SHARED = 2 * (BLOCK_ROWS + 2 * DKDV_BLOCK_Q) * HEAD_DIM * sizeof(T) + 4 * DKDV_BLOCK_Q * 4;
+  constexpr auto dkdv = flash_bwd_dkdv_kernel<T, HEAD_DIM, NUM_WARPS, DKDV_BLOCK_Q, CAUSAL>;
+  if ((error = allow_shared<dkdv>(DKDV_SHARED)) != cudaSuccess) return error;
+  const dim3 dkdv_grid((p.n_keys + BLOCK_ROWS - 1) / BLOCK_ROWS, p.heads, p.batch);
+  dkdv<<<dkdv_grid, NUM_WARPS * 32, DKDV_SHARED, stream>>>(p, q, k, v, dout, L, delta, dk, dv);
+  if ((error = cudaGetLastError()) != cudaSuccess) return error;
+
+  constexpr int DQ_SHARED = 2 * (BLOCK_ROWS + 2 * DQ_BLOCK_K) * HEAD_DIM * sizeof(T);
+  constexpr auto dq_kernel = flash_bwd_dq_kernel<T, HEAD_DIM, NUM_WARPS, DQ_BLOCK_K, CAUSAL>;
+  if ((error = allow_shared<dq_kernel>(DQ_SHARED)) != cudaSuccess) return error;
+  const dim3 dq_grid((p.n_queries + BLOCK_ROWS - 1) / BLOCK_ROWS, p.heads, p.batch);
+  dq_kernel<<<dq_grid, NUM_WARPS * 32, DQ_SHARED, stream>>>(p, q, k, v, dout, L, delta, dq);
+  return cudaGetLastError();
+}
+
+template <typename T, int HEAD_DIM>
+cudaError_t backward_for(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L, float* delta,
+                         Rows dq, Rows dk, Rows dv, cudaStream_t stream) {
+  return p.causal ? launch_backward<T, HEAD_DIM, true>(p, q, k, v, o, dout, L, delta, dq, dk, dv, stream)
+                  : launch_backward<T, HEAD_DIM, false>(p, q, k, v, o, dout, L, delta, dq, dk, dv, stream);
+}
+
+template <typename T>
+cudaError_t backward_of(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L, float* delta,
+                        Rows dq, Rows dk, Rows dv, cudaStream_t stream) {
+  return p.head_dim == 64 ? backward_for<T, 64>(p, q, k, v, o, dout, L, delta, dq, dk, dv, stream)
+                          : backward_for<T, 128>(p, q, k, v, o, dout, L, delta, dq, dk, dv, stream);
+}
+
+cudaError_t backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L, float* delta,
+                     Rows dq, Rows dk, Rows dv, cudaStream_t stream) {
+  if (!supported_head_dim(p.head_dim)) return cudaErrorInvalidValue;
+  return p.dtype == DType::BFloat16
+             ? backward_of<__nv_bfloat16>(p, q, k, v, o, dout, L, delta, dq, dk, dv, stream)
+             : backward_of<__half>(p, q, k, v, o, dout, L, delta, dq, dk, dv, stream);
+}
+
+}  // namespace systems_flash_cuda

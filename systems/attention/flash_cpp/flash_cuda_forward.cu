@@ -1,0 +1,183 @@
+// FlashAttention-2's forward in CUDA C++ (Dao, "FlashAttention-2", 2023, Algorithm 1), with the tile names and the
+// steps of the Triton kernel (systems/attention/flash_triton/kernels.py, flash_fwd_kernel) and of the PyTorch
+// version (flash_pytorch.py).
+//
+// A block of NUM_WARPS warps owns BLOCK_Q = 16 NUM_WARPS queries of one (batch, head); each warp owns 16 of them and
+// keeps, in registers, its rows of Q (as mma A fragments), the running maximum m_i and sum l_i of each row and the
+// output acc (fp32). The block walks the key tiles of BLOCK_K keys: K and V tiles are copied into shared memory two
+// stages deep (cp.async), so the next tile's copy runs while the tensor cores multiply this one. Per tile:
+//   S = Q K^T                                 (scores; masked to -inf past the keys' end and, causal, above
+//                                              the diagonal, on the tiles that reach them only)
+//   m_new = max(m_i, rowmax(S) scale log2e);  P = exp2(S scale log2e - m_new)
+//   l_i = exp2(m_i - m_new) l_i + rowsum(P);  acc = exp2(m_i - m_new) acc + P V
+// and at the end O = acc / l_i, L = (m_i + log2 l_i) ln 2 (the natural log-sum-exp the backward reads).
+
+#include "flash_cuda.cuh"
+
+namespace systems_flash_cuda {
+
+template <typename T, int HEAD_DIM, int NUM_WARPS, int BLOCK_K, bool CAUSAL>
+__global__ void __launch_bounds__(NUM_WARPS * 32)
+    flash_fwd_kernel(const Problem problem, const Rows Q, const Rows K, const Rows V, const Rows O, float* L) {
+  constexpr int BLOCK_Q = 16 * NUM_WARPS, THREADS = 32 * NUM_WARPS;
+  constexpr int S_TILES = BLOCK_K / 8, O_TILES = HEAD_DIM / 8;  // 8-column tiles of S and of O in a warp's rows
+  extern __shared__ __align__(128) unsigned char shared[];
+  T* q_tile = reinterpret_cast<T*>(shared);  // (BLOCK_Q, HEAD_DIM)
+  T* k_tiles = q_tile + BLOCK_Q * HEAD_DIM;   // two stages of (BLOCK_K, HEAD_DIM)
+  T* v_tiles = k_tiles + 2 * BLOCK_K * HEAD_DIM;
+
+  // causal: the last query tiles see the most keys; launched first, they do not trail at the end
+  const int query_tile = CAUSAL ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int h = blockIdx.y, b = blockIdx.z, q0 = query_tile * BLOCK_Q;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int n_queries = problem.n_queries, n_keys = problem.n_keys;
+  const T* q = head_rows<T>(Q, b, h);
+  const T* k = head_rows<T>(K, b, h);
+  const T* v = head_rows<T>(V, b, h);
+
+  // the keys this query tile sees: all of them, or (causal) up to its last query
+  const int k_end = CAUSAL ? min(n_keys, q0 + BLOCK_Q) : n_keys;
+  const int n_tiles = (k_end + BLOCK_K - 1) / BLOCK_K;
+
+  load_tile<BLOCK_Q, HEAD_DIM, THREADS>(q_tile, q, Q.row_stride, q0, n_queries);
+  cp_async_commit();
+  load_tile<BLOCK_K, HEAD_DIM, THREADS>(k_tiles, k, K.row_stride, 0, n_keys);
+  load_tile<BLOCK_K, HEAD_DIM, THREADS>(v_tiles, v, V.row_stride, 0, n_keys);
+  cp_async_commit();
+  cp_async_wait<1>();  // Q is in
+  __syncthreads();
+  uint32_t q_frag[HEAD_DIM / 16][4];  // this warp's 16 rows of Q, read once
+#pragma unroll
+  for (int kk = 0; kk < HEAD_DIM / 16; ++kk) load_a<HEAD_DIM>(q_frag[kk], q_tile, warp * 16, kk * 16, lane);
+
+  const float qk_scale = problem.scale * LOG2E;
+  const int row = q0 + warp * 16 + g;  // this lane's rows: row and row + 8
+  float acc[O_TILES][4] = {};
+  float m_i[2] = {-INFINITY, -INFINITY}, l_i[2] = {0.f, 0.f};  // l_i: this lane's share of the row's sum
+
+  for (int j = 0; j < n_tiles; ++j) {
+    const int k0 = j * BLOCK_K;
+    const T* k_tile = k_tiles + (j % 2) * BLOCK_K * HEAD_DIM;
+    const T* v_tile = v_tiles + (j % 2) * BLOCK_K * HEAD_DIM;
+    if (j + 1 < n_tiles) {  // the next tile into the other stage, freed by the barrier that ended the last step
+      load_tile<BLOCK_K, HEAD_DIM, THREADS>(k_tiles + ((j + 1) % 2) * BLOCK_K * HEAD_DIM, k, K.row_stride,
+                                            k0 + BLOCK_K, n_keys);
+      load_tile<BLOCK_K, HEAD_DIM, THREADS>(v_tiles + ((j + 1) % 2) * BLOCK_K * HEAD_DIM, v, V.row_stride,
+                                            k0 + BLOCK_K, n_keys);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+
+    float s[S_TILES][4] = {};  // S = Q K^T, (16, BLOCK_K) per warp, not yet scaled
+#pragma unroll
+    for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
+#pragma unroll
+      for (int n = 0; n < S_TILES / 2; ++n) {
+        uint32_t kb[4];
+        load_b_rows_are_n<HEAD_DIM>(kb, k_tile, n * 16, kk * 16, lane);
+        Element<T>::mma(s[2 * n], q_frag[kk], kb[0], kb[1]);
+        Element<T>::mma(s[2 * n + 1], q_frag[kk], kb[2], kb[3]);
+      }
+    }
+    if (k0 + BLOCK_K > n_keys || (CAUSAL && k0 + BLOCK_K - 1 > q0)) {  // a tile on the diagonal or at the end
+#pragma unroll
+      for (int n = 0; n < S_TILES; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = k0 + n * 8 + 2 * t + (e & 1), query = row + 8 * (e >> 1);
+          if (key >= n_keys || (CAUSAL && key > query)) s[n][e] = -INFINITY;
+        }
+      }
+    }
+
+    // the online softmax, in log2 units
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < S_TILES; ++n) tile_max = fmaxf(tile_max, fmaxf(s[n][2 * half], s[n][2 * half + 1]));
+      const float m_new = fmaxf(m_i[half], row_max(tile_max) * qk_scale);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row every key so far is masked for: no NaN
+      const float alpha = fast_exp2(m_i[half] - m_use);
+      m_i[half] = m_new;
+      float sum = 0.f;
+#pragma unroll
+      for (int n = 0; n < S_TILES; ++n) {
+#pragma unroll
+        for (int e = 2 * half; e < 2 * half + 2; ++e) {
+          s[n][e] = fast_exp2(fmaf(s[n][e], qk_scale, -m_use));  // P, in S's registers
+          sum += s[n][e];
+        }
+      }
+      l_i[half] = l_i[half] * alpha + sum;
+#pragma unroll
+      for (int n = 0; n < O_TILES; ++n) {
+        acc[n][2 * half] *= alpha;
+        acc[n][2 * half + 1] *= alpha;
+      }
+    }
+
+    // acc += P V, P straight from the registers that held S
+#pragma unroll
+    for (int kk = 0; kk < BLOCK_K / 16; ++kk) {
+      uint32_t p[4];
+      as_a<S_TILES, T>(p, s, kk);
+#pragma unroll
+      for (int n = 0; n < HEAD_DIM / 16; ++n) {
+        uint32_t vb[4];
+        load_b_rows_are_k<HEAD_DIM>(vb, v_tile, kk * 16, n * 16, lane);
+        Element<T>::mma(acc[2 * n], p, vb[0], vb[1]);
+        Element<T>::mma(acc[2 * n + 1], p, vb[2], vb[3]);
+      }
+    }
+    __syncthreads();  // every warp is done with this stage before the next step copies into it
+  }
+
+  float inverse_l[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const float l = row_sum(l_i[half]);
+    inverse_l[half] = 1.f / l;
+    const int r = row + 8 * half;
+    if (t == 0 && r < n_queries) L[(int64_t(b) * problem.heads + h) * n_queries + r] = (m_i[half] + log2f(l)) * LN2;
+  }
+  store_rows<O_TILES>(head_rows<T>(O, b, h), O.row_stride, acc, row, n_queries, t, inverse_l);
+}
+
+// Tiles per head dim: BLOCK_Q = 128 queries (8 warps); the key tile as wide as the registers allow without spilling
+// (S and acc together: 64 + 32 floats a lane at head dim 64, 32 + 64 at 128).
+template <typename T, int HEAD_DIM, bool CAUSAL>
+cudaError_t launch_forward(const Problem& problem, Rows q, Rows k, Rows v, Rows o, float* L, cudaStream_t stream) {
+  constexpr int NUM_WARPS = 8, BLOCK_K = HEAD_DIM == 64 ? 128 : 64;
+  constexpr int BLOCK_Q = 16 * NUM_WARPS;
+  constexpr int SHARED = (BLOCK_Q + 4 * BLOCK_K) * HEAD_DIM * sizeof(T);
+  constexpr auto kernel = flash_fwd_kernel<T, HEAD_DIM, NUM_WARPS, BLOCK_K, CAUSAL>;
+  const cudaError_t error = allow_shared<kernel>(SHARED);
+  if (error != cudaSuccess) return error;
+  const dim3 grid((problem.n_queries + BLOCK_Q - 1) / BLOCK_Q, problem.heads, problem.batch);
+  kernel<<<grid, NUM_WARPS * 32, SHARED, stream>>>(problem, q, k, v, o, L);
+  return cudaGetLastError();
+}
+
+template <typename T, int HEAD_DIM>
+cudaError_t forward_for(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, cudaStream_t stream) {
+  return p.causal ? launch_forward<T, HEAD_DIM, true>(p, q, k, v, o, L, stream)
+                  : launch_forward<T, HEAD_DIM, false>(p, q, k, v, o, L, stream);
+}
+
+template <typename T>
+cudaError_t forward_of(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, cudaStream_t stream) {
+  return p.head_dim == 64 ? forward_for<T, 64>(p, q, k, v, o, L, stream)
+                          : forward_for<T, 128>(p, q, k, v, o, L, stream);
+}
+
+cudaError_t forward(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, cudaStream_t stream) {
+  if (!supported_head_dim(p.head_dim)) return cudaErrorInvalidValue;
+  return p.dtype == DType::BFloat16 ? forward_of<__nv_bfloat16>(p, q, k, v, o, L, stream)
+                                    : forward_of<__half>(p, q, k, v, o, L, stream);
+}
+
+}  // namespace systems_flash_cuda
