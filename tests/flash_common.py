@@ -119,6 +119,17 @@ def check_sum_backward(apply, batch, n, d, tol, dtype=torch.float32):
         assert_close_to(actual, exp, tol, name)
 
 
+def check_compiled_at_changing_lengths(apply, cases, d, tol, dtype=torch.float32, **compile_options):
+    """``torch.compile(apply, **compile_options)`` called at each ``(batch, n)`` of ``cases`` in turn (the compiler
+    retraces, or traces the lengths as symbols), every call's output and gradients against the oracle; returns the
+    compiled function for further calls."""
+    torch._dynamo.reset()
+    compiled = torch.compile(apply, **compile_options)
+    for batch, n in cases:
+        check_sum_backward(compiled, batch, n, d, tol, dtype=dtype)
+    return compiled
+
+
 def check_bad_input_refused(apply, case):
     (q, k, v), words = bad_inputs()[case]
     with pytest.raises(ValueError, match=re.escape(words)):

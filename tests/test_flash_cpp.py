@@ -8,13 +8,15 @@ from __future__ import annotations
 import pytest
 import torch
 from flash_common import (SHAPE_CASES, TOL, assert_close_to, bad_inputs, check_against_reference,
-                          check_bad_input_refused, check_model_matches_naive, check_sum_backward, make_qkv, reference)
+                          check_bad_input_refused, check_compiled_at_changing_lengths, check_model_matches_naive,
+                          make_qkv, reference)
 
 from systems.attention import get_attention, unavailable
 from systems.attention._checks import as_4d
 from systems.attention.flash_cpp import flash_attention_cpp
 
 CPU = torch.device("cpu")
+LENGTHS = (((2, 4), 64), ((2, 4), 96), ((1, 4), 130), ((3, 2), 17))  # (batch dims, N) of the compiled calls, in turn
 
 
 def logsumexp(q, k, v, is_causal):
@@ -67,10 +69,8 @@ def test_the_operators_pass_pytorchs_checks():
 
 @pytest.mark.parametrize("dynamic", [None, True], ids=["recompile", "dynamic"])
 def test_compiled_with_lengths_that_change(dynamic):
-    torch._dynamo.reset()
-    compiled = torch.compile(flash_attention_cpp, backend="aot_eager", dynamic=dynamic)
-    for batch, n in (((2, 4), 64), ((2, 4), 96), ((1, 4), 130), ((3, 2), 17)):
-        check_sum_backward(compiled, batch, n, 32, TOL[torch.float32])
+    compiled = check_compiled_at_changing_lengths(flash_attention_cpp, LENGTHS, 32, TOL[torch.float32],
+                                                  backend="aot_eager", dynamic=dynamic)
     q, k, v = (torch.randn(2, 3, n, 32, requires_grad=True) for n in (50, 70, 70))  # Nq != Nk, marked by hand
     for t in (q, k, v):
         torch._dynamo.mark_dynamic(t, 2)

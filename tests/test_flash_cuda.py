@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from flash_common import (TOL, assert_close_to, check_against_reference, check_sum_backward, make_qkv,
-                          saved_logsumexp)
+from flash_common import (TOL, assert_close_to, check_against_reference, check_compiled_at_changing_lengths,
+                          check_sum_backward, make_qkv, saved_logsumexp)
 
 from systems.attention import flash_cpp, unavailable
 from systems.attention._checks import as_4d
@@ -150,10 +150,8 @@ def test_gpu_the_operators_pass_pytorchs_checks():
 @GPU
 @pytest.mark.parametrize("dynamic", [None, True], ids=["recompile", "dynamic"])
 def test_gpu_compiled_with_lengths_that_change(dynamic):
-    torch._dynamo.reset()
-    compiled = torch.compile(flash_attention_cuda, dynamic=dynamic)
-    for batch, n in (((2, 4), 64), ((2, 4), 96), ((1, 4), 130), ((3, 2), 17)):
-        check_sum_backward(compiled, batch, n, 64, TOL[torch.bfloat16], dtype=torch.bfloat16)
+    check_compiled_at_changing_lengths(flash_attention_cuda, (((2, 4), 64), ((2, 4), 96), ((1, 4), 130), ((3, 2), 17)),
+                                       64, TOL[torch.bfloat16], dtype=torch.bfloat16, dynamic=dynamic)
 
 
 @pytest.mark.gpu

@@ -19,6 +19,7 @@ from flash_common import (
     bad_inputs,
     check_against_reference,
     check_bad_input_refused,
+    check_compiled_at_changing_lengths,
     check_model_matches_naive,
     check_sum_backward,
     make_qkv,
@@ -525,10 +526,8 @@ def test_shape_keys_of_symbolic_sizes_are_plain_and_guard_nothing(dim):
 def test_compiled_function_at_changing_lengths():
     # torch.compile of the function called at one length, then others: the second call recompiles with a dynamic
     # length (or keeps one), and every call is right
-    torch._dynamo.reset()
-    compiled = torch.compile(APPLY, backend="aot_eager")
-    for n in (40, 56, 33):
-        check_sum_backward(compiled, (1, 2), n, 32, tol(torch.float32))
+    check_compiled_at_changing_lengths(APPLY, [((1, 2), n) for n in (40, 56, 33)], 32, tol(torch.float32),
+                                       backend="aot_eager")
 
 
 # ---- the launch path ------------------------------------------------------------------------------------------
@@ -612,10 +611,9 @@ def test_gpu_compiled_function_at_changing_lengths(dynamic):
     # The GPU path traces the kernels' launches (triton_op): at a second length the compiler traces again with the
     # length symbolic, and the launch path must key, bucket and launch with it. Lengths below, inside and across
     # tile and bucket boundaries, batch and heads changing too; every call against the oracle.
-    torch._dynamo.reset()
-    compiled = torch.compile(APPLY, dynamic=dynamic)
-    for batch, n in (((2, 4), 256), ((2, 4), 384), ((1, 4), 1000), ((3, 2), 67), ((2, 4), 256)):
-        check_sum_backward(compiled, batch, n, 64, tol(torch.bfloat16), dtype=torch.bfloat16)
+    compiled = check_compiled_at_changing_lengths(APPLY, (((2, 4), 256), ((2, 4), 384), ((1, 4), 1000), ((3, 2), 67),
+                                                         ((2, 4), 256)), 64, tol(torch.bfloat16), dtype=torch.bfloat16,
+                                                  dynamic=dynamic)
     for n_q, n_k in ((200, 300), (130, 77)):  # Nq != Nk, marked dynamic by hand
         q, k, v = make_qkv((2, 3), n_q, n_k, 64, dtype=torch.bfloat16)
         for t in (q, k, v):

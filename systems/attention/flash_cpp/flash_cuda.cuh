@@ -137,6 +137,30 @@ __device__ __forceinline__ void load_b_rows_are_k(uint32_t (&b)[4], const T* til
   ldmatrix_x4_trans(b, shared_address(tile + swizzled<HEAD_DIM>(k0 + lane % 16, n0 + (lane / 16) * 8)));
 }
 
+// S = A_s B_s^T and dP = A_p B_p^T for a warp's 16 rows, rows row0.. of the A tiles; the columns are the rows of the
+// B tiles (TILES x 8 of them), k runs over the head dim. Each backward pass starts a tile with this pair: dK/dV with
+// (K, Q) and (V, dO), dQ with (Q, K) and (dO, V).
+template <int HEAD_DIM, int TILES, typename T>
+__device__ __forceinline__ void scores_and_dp(float (&s)[TILES][4], float (&dp)[TILES][4], const T* a_s, const T* b_s,
+                                              const T* a_p, const T* b_p, int row0, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
+    uint32_t sa[4], pa[4];
+    load_a<HEAD_DIM>(sa, a_s, row0, kk * 16, lane);
+    load_a<HEAD_DIM>(pa, a_p, row0, kk * 16, lane);
+#pragma unroll
+    for (int n = 0; n < TILES / 2; ++n) {
+      uint32_t sb[4], pb[4];
+      load_b_rows_are_n<HEAD_DIM>(sb, b_s, n * 16, kk * 16, lane);
+      load_b_rows_are_n<HEAD_DIM>(pb, b_p, n * 16, kk * 16, lane);
+      Element<T>::mma(s[2 * n], sa, sb[0], sb[1]);
+      Element<T>::mma(s[2 * n + 1], sa, sb[2], sb[3]);
+      Element<T>::mma(dp[2 * n], pa, pb[0], pb[1]);
+      Element<T>::mma(dp[2 * n + 1], pa, pb[2], pb[3]);
+    }
+  }
+}
+
 // ---- global to shared, asynchronously ----
 
 __device__ __forceinline__ void cp_async_16(uint32_t to, const void* from, bool inside) {
@@ -167,6 +191,23 @@ __device__ __forceinline__ void load_tile(T* tile, const T* matrix, int64_t row_
     const T* from = inside ? matrix + (row0 + row) * row_stride + col : matrix;
     cp_async_16(shared_address(tile + swizzled<HEAD_DIM>(row, col)), from, inside);
   }
+}
+
+// Step j of a walk over n_tiles key tiles with K and V two stages deep: tile j + 1's copies started into the other stage
+// (freed by the barrier that ended step j - 1), then a wait for tile j's. Returns tile j's stage.
+template <int BLOCK_K, int HEAD_DIM, int THREADS, typename T>
+__device__ __forceinline__ int next_key_stage(T* k_tiles, T* v_tiles, const T* k, const T* v, int64_t k_row_stride,
+                                              int64_t v_row_stride, int j, int n_tiles, int n_keys) {
+  if (j + 1 < n_tiles) {
+    const int next = ((j + 1) % 2) * BLOCK_K * HEAD_DIM, k0 = (j + 1) * BLOCK_K;
+    load_tile<BLOCK_K, HEAD_DIM, THREADS>(k_tiles + next, k, k_row_stride, k0, n_keys);
+    load_tile<BLOCK_K, HEAD_DIM, THREADS>(v_tiles + next, v, v_row_stride, k0, n_keys);
+    cp_async_commit();
+    cp_async_wait<1>();
+  } else {
+    cp_async_wait<0>();
+  }
+  return (j % 2) * BLOCK_K * HEAD_DIM;
 }
 
 // Entries row0..row0+ROWS-1 of a vector of n fp32 values (L or delta) into shared memory; past n, zeros.

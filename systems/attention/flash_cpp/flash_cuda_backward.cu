@@ -99,22 +99,7 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
     __syncthreads();
 
     float st[S_TILES][4] = {}, dpt[S_TILES][4] = {};  // S^T = K Q^T and dP^T = V dO^T, (16, BLOCK_Q) per warp
-#pragma unroll
-    for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
-      uint32_t ka[4], va[4];
-      load_a<HEAD_DIM>(ka, k_tile, warp * 16, kk * 16, lane);
-      load_a<HEAD_DIM>(va, v_tile, warp * 16, kk * 16, lane);
-#pragma unroll
-      for (int n = 0; n < S_TILES / 2; ++n) {
-        uint32_t qb[4], dob[4];
-        load_b_rows_are_n<HEAD_DIM>(qb, q_tile, n * 16, kk * 16, lane);
-        load_b_rows_are_n<HEAD_DIM>(dob, do_tile, n * 16, kk * 16, lane);
-        Element<T>::mma(st[2 * n], ka, qb[0], qb[1]);
-        Element<T>::mma(st[2 * n + 1], ka, qb[2], qb[3]);
-        Element<T>::mma(dpt[2 * n], va, dob[0], dob[1]);
-        Element<T>::mma(dpt[2 * n + 1], va, dob[2], dob[3]);
-      }
-    }
+    scores_and_dp<HEAD_DIM>(st, dpt, k_tile, q_tile, v_tile, do_tile, warp * 16, lane);
 
     // P^T and dS^T into the registers of S^T and dP^T; masked past either sequence's end and above the diagonal
     const bool masked = q0 + BLOCK_Q > n_queries || k0 + BLOCK_K > n_keys || (CAUSAL && q0 < k0 + BLOCK_K - 1);
@@ -198,37 +183,14 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
   float dq[D_TILES][4] = {};
   for (int j = 0; j < n_tiles; ++j) {
     const int k0 = j * BLOCK_K;
-    const T* k_tile = k_tiles + (j % 2) * BLOCK_K * HEAD_DIM;
-    const T* v_tile = v_tiles + (j % 2) * BLOCK_K * HEAD_DIM;
-    if (j + 1 < n_tiles) {
-      load_tile<BLOCK_K, HEAD_DIM, THREADS>(k_tiles + ((j + 1) % 2) * BLOCK_K * HEAD_DIM, k, K.row_stride,
-                                            k0 + BLOCK_K, n_keys);
-      load_tile<BLOCK_K, HEAD_DIM, THREADS>(v_tiles + ((j + 1) % 2) * BLOCK_K * HEAD_DIM, v, V.row_stride,
-                                            k0 + BLOCK_K, n_keys);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+    const int stage = next_key_stage<BLOCK_K, HEAD_DIM, THREADS>(k_tiles, v_tiles, k, v, K.row_stride, V.row_stride, j,
+                                                                 n_tiles, n_keys);
+    const T* k_tile = k_tiles + stage;
+    const T* v_tile = v_tiles + stage;
     __syncthreads();
 
     float s[S_TILES][4] = {}, dp[S_TILES][4] = {};  // S = Q K^T and dP = dO V^T, (16, BLOCK_K) per warp
-#pragma unroll
-    for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
-      uint32_t qa[4], doa[4];
-      load_a<HEAD_DIM>(qa, q_tile, warp * 16, kk * 16, lane);
-      load_a<HEAD_DIM>(doa, do_tile, warp * 16, kk * 16, lane);
-#pragma unroll
-      for (int n = 0; n < S_TILES / 2; ++n) {
-        uint32_t kb[4], vb[4];
-        load_b_rows_are_n<HEAD_DIM>(kb, k_tile, n * 16, kk * 16, lane);
-        load_b_rows_are_n<HEAD_DIM>(vb, v_tile, n * 16, kk * 16, lane);
-        Element<T>::mma(s[2 * n], qa, kb[0], kb[1]);
-        Element<T>::mma(s[2 * n + 1], qa, kb[2], kb[3]);
-        Element<T>::mma(dp[2 * n], doa, vb[0], vb[1]);
-        Element<T>::mma(dp[2 * n + 1], doa, vb[2], vb[3]);
-      }
-    }
+    scores_and_dp<HEAD_DIM>(s, dp, q_tile, k_tile, do_tile, v_tile, warp * 16, lane);
 
     const bool masked = k0 + BLOCK_K > n_keys || (CAUSAL && k0 + BLOCK_K - 1 > q0);
 #pragma unroll

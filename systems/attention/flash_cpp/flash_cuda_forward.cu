@@ -57,18 +57,10 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
 
   for (int j = 0; j < n_tiles; ++j) {
     const int k0 = j * BLOCK_K;
-    const T* k_tile = k_tiles + (j % 2) * BLOCK_K * HEAD_DIM;
-    const T* v_tile = v_tiles + (j % 2) * BLOCK_K * HEAD_DIM;
-    if (j + 1 < n_tiles) {  // the next tile into the other stage, freed by the barrier that ended the last step
-      load_tile<BLOCK_K, HEAD_DIM, THREADS>(k_tiles + ((j + 1) % 2) * BLOCK_K * HEAD_DIM, k, K.row_stride,
-                                            k0 + BLOCK_K, n_keys);
-      load_tile<BLOCK_K, HEAD_DIM, THREADS>(v_tiles + ((j + 1) % 2) * BLOCK_K * HEAD_DIM, v, V.row_stride,
-                                            k0 + BLOCK_K, n_keys);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+    const int stage = next_key_stage<BLOCK_K, HEAD_DIM, THREADS>(k_tiles, v_tiles, k, v, K.row_stride, V.row_stride, j,
+                                                                 n_tiles, n_keys);
+    const T* k_tile = k_tiles + stage;
+    const T* v_tile = v_tiles + stage;
     __syncthreads();
 
     float s[S_TILES][4] = {};  // S = Q K^T, (16, BLOCK_K) per warp, not yet scaled
