@@ -161,6 +161,34 @@ __device__ __forceinline__ void scores_and_dp(float (&s)[TILES][4], float (&dp)[
   }
 }
 
+// A C fragment pair (two 16x8 tiles, columns 16 kk..16 kk + 15) as the A fragment of the next product, in T.
+template <int TILES, typename T>
+__device__ __forceinline__ void as_a(uint32_t (&a)[4], const float (&c)[TILES][4], int kk) {
+  a[0] = Element<T>::pack(c[2 * kk][0], c[2 * kk][1]);
+  a[1] = Element<T>::pack(c[2 * kk][2], c[2 * kk][3]);
+  a[2] = Element<T>::pack(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+  a[3] = Element<T>::pack(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+}
+
+// acc += C B for a warp's 16 rows: C, fp32 fragments of K_TILES x 8 columns, rounded to T as the A operand (P, dS);
+// B a shared tile of K_TILES x 8 rows (k) by HEAD_DIM columns (V, K, dO, Q).
+template <int HEAD_DIM, int K_TILES, typename T>
+__device__ __forceinline__ void add_product(float (&acc)[HEAD_DIM / 8][4], const float (&c)[K_TILES][4],
+                                            const T* b_tile, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < K_TILES / 2; ++kk) {
+    uint32_t a[4];
+    as_a<K_TILES, T>(a, c, kk);
+#pragma unroll
+    for (int n = 0; n < HEAD_DIM / 16; ++n) {
+      uint32_t b[4];
+      load_b_rows_are_k<HEAD_DIM>(b, b_tile, kk * 16, n * 16, lane);
+      Element<T>::mma(acc[2 * n], a, b[0], b[1]);
+      Element<T>::mma(acc[2 * n + 1], a, b[2], b[3]);
+    }
+  }
+}
+
 // ---- global to shared, asynchronously ----
 
 __device__ __forceinline__ void cp_async_16(uint32_t to, const void* from, bool inside) {
@@ -194,7 +222,8 @@ __device__ __forceinline__ void load_tile(T* tile, const T* matrix, int64_t row_
 }
 
 // Step j of a walk over n_tiles key tiles with K and V two stages deep: tile j + 1's copies started into the other stage
-// (freed by the barrier that ended step j - 1), then a wait for tile j's. Returns tile j's stage.
+// (freed by the barrier that ended step j - 1), then a wait for tile j's, seen by the whole block once past the barrier.
+// Returns tile j's stage.
 template <int BLOCK_K, int HEAD_DIM, int THREADS, typename T>
 __device__ __forceinline__ int next_key_stage(T* k_tiles, T* v_tiles, const T* k, const T* v, int64_t k_row_stride,
                                               int64_t v_row_stride, int j, int n_tiles, int n_keys) {
@@ -207,6 +236,7 @@ __device__ __forceinline__ int next_key_stage(T* k_tiles, T* v_tiles, const T* k
   } else {
     cp_async_wait<0>();
   }
+  __syncthreads();
   return (j % 2) * BLOCK_K * HEAD_DIM;
 }
 
@@ -256,13 +286,5 @@ cudaError_t allow_shared(int bytes) {
   return error;
 }
 
-// A C fragment pair (two 16x8 tiles, columns 16 kk..16 kk + 15) as the A fragment of the next product, in T.
-template <int TILES, typename T>
-__device__ __forceinline__ void as_a(uint32_t (&a)[4], const float (&c)[TILES][4], int kk) {
-  a[0] = Element<T>::pack(c[2 * kk][0], c[2 * kk][1]);
-  a[1] = Element<T>::pack(c[2 * kk][2], c[2 * kk][3]);
-  a[2] = Element<T>::pack(c[2 * kk + 1][0], c[2 * kk + 1][1]);
-  a[3] = Element<T>::pack(c[2 * kk + 1][2], c[2 * kk + 1][3]);
-}
 
 }  // namespace systems_flash_cuda

@@ -118,22 +118,8 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
     }
 
     // dV += P^T dO, dK += dS^T Q: the k of these products runs over the tile's queries
-#pragma unroll
-    for (int kk = 0; kk < BLOCK_Q / 16; ++kk) {
-      uint32_t pa[4], dsa[4];
-      as_a<S_TILES, T>(pa, st, kk);
-      as_a<S_TILES, T>(dsa, dpt, kk);
-#pragma unroll
-      for (int n = 0; n < HEAD_DIM / 16; ++n) {
-        uint32_t dob[4], qb[4];
-        load_b_rows_are_k<HEAD_DIM>(dob, do_tile, kk * 16, n * 16, lane);
-        load_b_rows_are_k<HEAD_DIM>(qb, q_tile, kk * 16, n * 16, lane);
-        Element<T>::mma(dv[2 * n], pa, dob[0], dob[1]);
-        Element<T>::mma(dv[2 * n + 1], pa, dob[2], dob[3]);
-        Element<T>::mma(dk[2 * n], dsa, qb[0], qb[1]);
-        Element<T>::mma(dk[2 * n + 1], dsa, qb[2], qb[3]);
-      }
-    }
+    add_product<HEAD_DIM>(dv, st, do_tile, lane);
+    add_product<HEAD_DIM>(dk, dpt, q_tile, lane);
     __syncthreads();
   }
   cp_async_wait<0>();  // no tile walked (causal keys past the last query): K and V's copies still end here
@@ -185,9 +171,7 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
     const int k0 = j * BLOCK_K;
     const int stage = next_key_stage<BLOCK_K, HEAD_DIM, THREADS>(k_tiles, v_tiles, k, v, K.row_stride, V.row_stride, j,
                                                                  n_tiles, n_keys);
-    const T* k_tile = k_tiles + stage;
-    const T* v_tile = v_tiles + stage;
-    __syncthreads();
+    const T *k_tile = k_tiles + stage, *v_tile = v_tiles + stage;
 
     float s[S_TILES][4] = {}, dp[S_TILES][4] = {};  // S = Q K^T and dP = dO V^T, (16, BLOCK_K) per warp
     scores_and_dp<HEAD_DIM>(s, dp, q_tile, k_tile, do_tile, v_tile, warp * 16, lane);
@@ -204,19 +188,7 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
       }
     }
 
-    // dQ += dS K: the k of this product runs over the tile's keys
-#pragma unroll
-    for (int kk = 0; kk < BLOCK_K / 16; ++kk) {
-      uint32_t dsa[4];
-      as_a<S_TILES, T>(dsa, dp, kk);
-#pragma unroll
-      for (int n = 0; n < HEAD_DIM / 16; ++n) {
-        uint32_t kb[4];
-        load_b_rows_are_k<HEAD_DIM>(kb, k_tile, kk * 16, n * 16, lane);
-        Element<T>::mma(dq[2 * n], dsa, kb[0], kb[1]);
-        Element<T>::mma(dq[2 * n + 1], dsa, kb[2], kb[3]);
-      }
-    }
+    add_product<HEAD_DIM>(dq, dp, k_tile, lane);  // dQ += dS K: the k of this product runs over the tile's keys
     __syncthreads();
   }
 

@@ -59,9 +59,7 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
     const int k0 = j * BLOCK_K;
     const int stage = next_key_stage<BLOCK_K, HEAD_DIM, THREADS>(k_tiles, v_tiles, k, v, K.row_stride, V.row_stride, j,
                                                                  n_tiles, n_keys);
-    const T* k_tile = k_tiles + stage;
-    const T* v_tile = v_tiles + stage;
-    __syncthreads();
+    const T *k_tile = k_tiles + stage, *v_tile = v_tiles + stage;
 
     float s[S_TILES][4] = {};  // S = Q K^T, (16, BLOCK_K) per warp, not yet scaled
 #pragma unroll
@@ -112,19 +110,7 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
       }
     }
 
-    // acc += P V, P straight from the registers that held S
-#pragma unroll
-    for (int kk = 0; kk < BLOCK_K / 16; ++kk) {
-      uint32_t p[4];
-      as_a<S_TILES, T>(p, s, kk);
-#pragma unroll
-      for (int n = 0; n < HEAD_DIM / 16; ++n) {
-        uint32_t vb[4];
-        load_b_rows_are_k<HEAD_DIM>(vb, v_tile, kk * 16, n * 16, lane);
-        Element<T>::mma(acc[2 * n], p, vb[0], vb[1]);
-        Element<T>::mma(acc[2 * n + 1], p, vb[2], vb[3]);
-      }
-    }
+    add_product<HEAD_DIM>(acc, s, v_tile, lane);  // acc += P V, P straight from the registers that held S
     __syncthreads();  // every warp is done with this stage before the next step copies into it
   }
 
