@@ -58,6 +58,9 @@ def test_the_name_says_why_it_cannot_run(monkeypatch):
     with pytest.raises(RuntimeError, match="flash_cuda runs on NVIDIA GPUs"):
         flash_attention_cuda(*(torch.randn(2, 8, 64),) * 3)
     gpu = torch.device("cuda", 0)
+    # each reason is found before anything is built: a build under the patched torch below would differ in its
+    # arguments from the real one, and load a second library defining the same operators
+    monkeypatch.setattr(flash_cpp, "_load", lambda *args, **kwargs: pytest.fail("a reason needed a build"))
     monkeypatch.setattr(torch.version, "cuda", None)
     assert cuda_unavailable(gpu) == "needs a PyTorch built with CUDA; this one is built for the CPU only"
     monkeypatch.setattr(torch.version, "cuda", "13.0")

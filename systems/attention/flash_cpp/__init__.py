@@ -89,15 +89,12 @@ def _build() -> str | None:
 def _build_cuda() -> str | None:
     """The operator first, then its CUDA kernels, once per process; None, or why they could not be built."""
     global _CUDA_LOADED
-    why = _build()
-    if why:
-        return why
     from torch.utils.cpp_extension import CUDA_HOME
 
     if CUDA_HOME is None:
         return "needs nvcc (the CUDA toolkit) to build its kernels, and none was found (set CUDA_HOME)"
-    why = _load("systems_flash_cuda", CUDA_SOURCES, "the CUDA FlashAttention kernels",
-                extra_cuda_cflags=["-O3", "-lineinfo"])
+    why = _build() or _load("systems_flash_cuda", CUDA_SOURCES, "the CUDA FlashAttention kernels",
+                            extra_cuda_cflags=["-O3", "-lineinfo"])
     _CUDA_LOADED = why is None
     return why
 
