@@ -31,6 +31,13 @@ SHAPE_CASES = [
     ((2,), 33, 47, 48),  # head dim that is not a power of two
 ]
 
+# The held-out kinds of shapes the GPU kernels (Hopper, CUDA C++) are checked at: batch dims, Nq, Nk, d, dtype,
+# contiguous. Lengths that are not whole tiles, Nq = 1, Nq != Nk both ways, strided inputs, both head dims and dtypes.
+GPU_CASES = [((2, 3), 200, 200, 64, torch.bfloat16, True), ((1, 2), 130, 77, 64, torch.float16, False),
+             ((1, 1), 1, 1, 64, torch.bfloat16, True), ((2, 2), 333, 333, 128, torch.bfloat16, False),
+             ((1, 2), 77, 300, 128, torch.float16, True), ((1, 2), 300, 77, 128, torch.bfloat16, True),
+             ((3,), 1000, 1000, 64, torch.bfloat16, True)]
+
 
 def make_qkv(batch: tuple[int, ...], n_q: int, n_k: int, d: int, dtype=torch.float32, contiguous=True, seed=None):
     """Random q (*batch, n_q, d), k, v (*batch, n_k, d) needing grad; non-contiguous ones are strided views."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from flash_common import assert_close_to, make_qkv, reference, rerun_without_interpreter
+from flash_common import GPU_CASES, assert_close_to, make_qkv, reference, rerun_without_interpreter
 
 from systems.attention.flash_hopper import BACKWARD_TILES, VARIANTS, Variant, backward_hopper, backward_kernels, \
     forward_hopper, kernels, unsupported
@@ -97,12 +97,7 @@ def test_inputs_it_cannot_take_are_named():
 @pytest.mark.parametrize("is_causal", [True, False])
 def test_gpu_every_variant_matches_the_oracle(name, is_causal):
     variant = VARIANTS[name]
-    for batch, n_q, n_k, d, dtype, contiguous in [((2, 3), 200, 200, 64, torch.bfloat16, True),
-                                                  ((1, 2), 130, 77, 64, torch.float16, False),
-                                                  ((1, 1), 1, 1, 64, torch.bfloat16, True),
-                                                  ((2, 2), 333, 333, 128, torch.bfloat16, False),
-                                                  ((1, 2), 77, 300, 128, torch.float16, True),
-                                                  ((3,), 1000, 1000, 64, torch.bfloat16, True)]:
+    for batch, n_q, n_k, d, dtype, contiguous in GPU_CASES:
         q, k, v = make_qkv(batch, n_q, n_k, d, dtype=dtype, contiguous=contiguous)
         o, L = forward_hopper(q.detach(), k.detach(), v.detach(), is_causal, variant)
         want_o, want_L = reference(q, k, v, torch.zeros_like(q), is_causal)[:2]
@@ -114,13 +109,7 @@ def test_gpu_every_variant_matches_the_oracle(name, is_causal):
 @GPU
 @pytest.mark.parametrize("is_causal", [True, False])
 def test_gpu_backward_matches_the_oracle(is_causal):
-    for batch, n_q, n_k, d, dtype, contiguous in [((2, 3), 200, 200, 64, torch.bfloat16, True),
-                                                  ((1, 2), 130, 77, 64, torch.float16, False),
-                                                  ((1, 1), 1, 1, 64, torch.bfloat16, True),
-                                                  ((2, 2), 333, 333, 128, torch.bfloat16, False),
-                                                  ((1, 2), 77, 300, 128, torch.float16, True),
-                                                  ((1, 2), 300, 77, 128, torch.bfloat16, True),
-                                                  ((3,), 1000, 1000, 64, torch.bfloat16, True)]:
+    for batch, n_q, n_k, d, dtype, contiguous in GPU_CASES:
         q, k, v = make_qkv(batch, n_q, n_k, d, dtype=dtype, contiguous=contiguous)
         do = torch.randn_like(q)
         o, L = forward_hopper(q.detach(), k.detach(), v.detach(), is_causal)
