@@ -54,18 +54,25 @@ report.glue_all("flash", {"tokens": tokens, "model_steps": model_steps})
 # ## The per-call floor
 #
 # At one head of 128 tokens the kernels have almost nothing to do, so a call costs what the host spends issuing it.
-# First our forward's call path layer by layer, called back to back: the Python checks; one kernel launch through
+# An eager call of ours on a GPU goes to a C++ operator with a C++ autograd node, which launches the kernels Triton
+# compiled through the CUDA driver, with no Python per call: the first call of each layout runs the Python launcher
+# and hands the C++ side a plan (which compiled kernels, grids and arguments), later calls of that layout launch
+# from it (`systems/attention/flash_triton/host.py`). The Python path it replaced stays, as
+# `attention="flash_triton_python"`, for comparison and where the C++ one cannot be built.
+#
+# First the Python path's forward layer by layer, called back to back: the Python checks; one kernel launch through
 # Triton's JIT (argument binding, specialisation, cache look-up, then the compiled launcher), with fixed tiles and
 # with the tiles chosen for the shape; the forward as a later call of the same layout makes it, allocating the
 # outputs and handing them to the compiled kernel it remembered from the first call; the custom op that compiled
-# code calls; the autograd function. Then the backward's allocations and remembered launches, a Python autograd
-# function that does nothing, SDPA's own FlashAttention-2 kernels (the aten operators behind its flash back end)
-# inside a Python `autograd.Function` as ours are (what autograd through Python adds to a C++ kernel path; SDPA's
-# own backward is C++), and whole calls of ours and of SDPA's back ends. Each whole call is timed twice: as a training
-# loop runs it, where `backward()` hands the graph to autograd's device thread and waits for it, and with autograd's
-# multithreading off (`torch.autograd.set_multithreading_enabled(False)`), where the backward runs on the calling
-# thread. *host_us* is the time the host needs to issue one call, *wall_us* the time per call until the GPU has
-# finished all of them: where the two agree, the host sets the pace.
+# code calls; the autograd function. Then the backward's allocations and remembered launches; the C++ operator's
+# forward and backward alone; a Python autograd function that does nothing; SDPA's own FlashAttention-2 kernels (the
+# aten operators behind its flash back end) inside a Python `autograd.Function` (what autograd through Python adds
+# to a C++ kernel path; SDPA's own backward is C++); and whole calls of ours, from C++ and from Python, and of SDPA's
+# back ends. Each whole call is timed twice: as a training loop runs it, where `backward()` hands the graph to
+# autograd's device thread and waits for it, and with autograd's multithreading off
+# (`torch.autograd.set_multithreading_enabled(False)`), where the backward runs on the calling thread. *host_us* is
+# the time the host needs to issue one call, *wall_us* the time per call until the GPU has finished all of them:
+# where the two agree, the host sets the pace.
 
 # %% tags=["nbval-ignore-output"]
 overhead = measured(data_dir, "flash_call_overhead", call_overhead.call_overhead, **overhead_run)
@@ -80,15 +87,21 @@ report.glue("flash_call_words", call["words"])
 
 # %% [markdown]
 # The same forward and backward call three ways, µs per call: eager; with the attention under `torch.compile`,
-# where our kernels are custom ops inside the compiled graph; and captured whole, forward and backward, in a CUDA
-# graph (`torch.cuda.graph`) that is replayed, so no Python runs per call at all.
+# where our Triton kernels are custom ops inside the compiled graph; and captured whole, forward and backward, in a
+# CUDA graph (`torch.cuda.graph`) that is replayed, so no Python runs per call at all. Beside the Triton kernels
+# from C++ and from Python, `flash_cuda`: our CUDA C++ kernels behind the same kind of C++ operator.
 
 # %% tags=["nbval-ignore-output"]
 floor = measured(data_dir, "flash_call_floor", call_overhead.call_floor,
                  **{"shape": overhead_run["shape"], "dtype": overhead_run["dtype"], **floor_run})
 report.table(floor, ".1f")
+report.glue_all("flash_floor", ft.floor_facts(floor))
 
 # %% [markdown]
+# Eager, a call of ours launched from C++ costs {glue:text}`flash_floor_flash_triton_over_sdpa:.3g`× a call of
+# SDPA's FlashAttention-2 back end, launched from Python {glue:text}`flash_floor_flash_triton_python_over_sdpa:.3g`×;
+# `flash_cuda` costs {glue:text}`flash_floor_flash_cuda_over_sdpa:.3g`× (nan where one could not run here).
+#
 # A replayed graph removes the host from the call: what is left is the kernels' own time and their launch gaps on
 # the GPU, what a model captured in CUDA graphs pays (`torch.compile(mode="reduce-overhead")` captures the same way,
 # with bookkeeping of its own per call). In eager mode the floor is the Python path above, which the model pays
@@ -180,8 +193,9 @@ report.glue_all("flash_busy", ft.busy_facts(busy, worst, preset(worst["size"]).n
 # which the kernels account for {glue:text}`flash_busy_extra_kernel_ms:.3g` ms. {glue:text}`flash_busy_words`
 #
 # This chapter runs inside a Jupyter kernel, which has Python threads of its own, and after sections that left much
-# loaded. Our backward is Python, run on autograd's device thread, which needs the interpreter's lock; SDPA's is not.
-# So the same point once more, interleaved as above, here and in a fresh Python process that runs nothing else:
+# loaded. An eager call of ours runs no Python past its checks, forward or backward, as SDPA's does not; a step still
+# runs the rest of the model's Python. So the same point once more, interleaved as above, here and in a fresh Python
+# process that runs nothing else:
 
 # %% tags=["nbval-ignore-output"]
 apart = measured(data_dir, "in_model_process", fs.here_and_apart, *ft.point(worst), tokens, model_dtype, model_steps)

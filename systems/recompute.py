@@ -18,11 +18,13 @@ import torch.nn as nn
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
 RECOMPUTE = ("all", "keep_attention")
-# the ops whose outputs "keep_attention" keeps: SDPA's back ends, and our Triton attention's forward op (the op a
-# compiled model runs; an eager call launches its kernels without an op, which the policy cannot see)
+# the ops whose outputs "keep_attention" keeps: SDPA's back ends, our Triton attention's forward ops (the custom op a
+# compiled model runs, the C++ operator an eager call on a GPU runs) and the C++ operator's (flash_cpp, flash_cuda).
+# The Triton attention launched from Python (flash_triton_python) runs no op the policy can see.
 ATTENTION_OPS = frozenset({"aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_cudnn_attention",
                            "aten::_scaled_dot_product_efficient_attention",
-                           "aten::_scaled_dot_product_flash_attention_for_cpu", "systems::flash_fwd"})
+                           "aten::_scaled_dot_product_flash_attention_for_cpu", "systems::flash_fwd",
+                           "systems_flash::triton_forward", "systems_flash::forward"})
 
 
 def _keep_attention(ctx, op, *args, **kwargs) -> CheckpointPolicy:

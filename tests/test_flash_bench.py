@@ -44,8 +44,13 @@ def test_call_overhead_times_every_layer_of_the_call_path():
                                "forward kernel launch through Triton's JIT, tiles of the shape",
                                "forward, allocation + remembered launch", "the same through the custom op",
                                "forward (autograd.Function)", "backward, allocations + remembered launches",
+                               *(["forward, C++ operator (allocation + remembered launch)",
+                                  "backward, C++ operator (allocations + remembered launches)"]
+                                 if torch.cuda.is_available() else []),
+                               "forward, the public function (from C++ on a GPU)",
                                "forward + backward", call_overhead.ON_CALLING_THREAD]
     whole = ["forward + backward", call_overhead.ON_CALLING_THREAD]
+    assert list(table[table.impl == "flash_triton_python"].what) == whole
     assert list(table[table.impl == "autograd.Function doing nothing"].what) == whole
     in_python = table[table.impl == "SDPA flash kernels in a Python autograd.Function"]
     assert list(in_python.what) == whole

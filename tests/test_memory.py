@@ -57,9 +57,9 @@ def test_a_compiled_rmsnorm_saves_less():
     assert kept == [(B, T, 1), (B, T, D)]  # the input and one (B, T, 1) statistic; the product is recomputed
 
 
-def tiny(**kw) -> TransformerLM:
+def tiny(num_heads: int = 4, **kw) -> TransformerLM:
     torch.manual_seed(0)
-    return TransformerLM(ModelConfig(vocab_size=61, context_length=12, d_model=32, num_layers=4, num_heads=4,
+    return TransformerLM(ModelConfig(vocab_size=61, context_length=12, d_model=32, num_layers=4, num_heads=num_heads,
                                      d_ff=48, attention="naive"), **kw)
 
 
@@ -106,12 +106,13 @@ class OpCounts(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def test_keeping_attention_through_the_recomputation_runs_it_once_with_the_same_gradients():
+@pytest.mark.parametrize("attention", ["sdpa", "flash_cpp"])  # PyTorch's op, and our C++ operator's
+def test_keeping_attention_through_the_recomputation_runs_it_once_with_the_same_gradients(attention):
     tokens = torch.randint(0, 61, (3, 12))
     runs, grads = {}, {}
     for blocks, recompute in ((0, "all"), (1, "all"), (1, "keep_attention")):
-        model = tiny(checkpoint_blocks=blocks, recompute=recompute)
-        model.set_attention("sdpa")
+        model = tiny(num_heads=2, checkpoint_blocks=blocks, recompute=recompute)  # head dim 16, as flash_cpp takes
+        model.set_attention(attention)
         with OpCounts() as ops:
             grads[blocks, recompute] = gradients(model, tokens)
         runs[blocks, recompute] = sum(n for op, n in ops.counts.items()

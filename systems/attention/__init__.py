@@ -9,7 +9,9 @@ Ours (:data:`OURS`):
 
     naive          the textbook formula, materialises the score matrix (reference.py)
     flash_pytorch  FlashAttention-2 tiled in plain PyTorch (flash_pytorch.py)
-    flash_triton   FlashAttention-2 forward and backward in Triton (the package flash_triton/)
+    flash_triton   FlashAttention-2 forward and backward in Triton (the package flash_triton/); an eager call on a
+                   GPU launches the kernels from C++ (flash_triton/host.py)
+    flash_triton_python  the same kernels launched from Python on every call: the host path before the C++ one
     flash_cpp      FlashAttention-2 as a C++ operator with a C++ autograd node, CPU kernels (flash_cpp/)
     flash_cuda     the same operator with its CUDA C++ kernels: tensor-core products, fp16/bf16, head dims 64 and 128
 
@@ -32,7 +34,7 @@ from systems.triton_interpreter import triton_unavailable
 
 AttentionFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool], torch.Tensor]
 
-OURS = ("naive", "flash_pytorch", "flash_triton", "flash_cpp", "flash_cuda")
+OURS = ("naive", "flash_pytorch", "flash_triton", "flash_triton_python", "flash_cpp", "flash_cuda")
 PEERS = ("sdpa", "sdpa_flash", "sdpa_cudnn", "flex")
 
 # name -> "module:attribute", imported on first use
@@ -40,6 +42,7 @@ _REGISTRY: dict[str, str] = {
     "naive": "systems.attention.reference:naive_attention",
     "flash_pytorch": "systems.attention.flash_pytorch:flash_attention_pytorch",
     "flash_triton": "systems.attention.flash_triton:flash_attention_triton",
+    "flash_triton_python": "systems.attention.flash_triton:flash_attention_triton_python",
     "flash_cpp": "systems.attention.flash_cpp:flash_attention_cpp",
     "flash_cuda": "systems.attention.flash_cpp:flash_attention_cuda",
     "sdpa": "systems.attention.peers:sdpa",
@@ -68,12 +71,12 @@ def unavailable(name: str, device: torch.device, dtype: torch.dtype, head_dim: i
     bf16 and head dim 64 or 128); PyTorch's SDPA back ends by
     asking them to run once on a tiny input, so their own rules (dtypes, head dims, devices) answer."""
     get_attention(name)  # an unknown name is refused with the choices
-    if name in ("flash_pytorch", "flash_triton", "flash_cpp", "flash_cuda"):
+    if name in ("flash_pytorch", "flash_triton", "flash_triton_python", "flash_cpp", "flash_cuda"):
         from systems.attention._checks import MAX_HEAD_DIM, MIN_HEAD_DIM
 
         if not MIN_HEAD_DIM <= head_dim <= MAX_HEAD_DIM:
             return f"takes head dims {MIN_HEAD_DIM}..{MAX_HEAD_DIM}, the model's is {head_dim}"
-    if name == "flash_triton":
+    if name in ("flash_triton", "flash_triton_python"):
         why = triton_unavailable(device, dtype)
         if why:
             return why

@@ -1,12 +1,13 @@
 """The per-call floor of an attention call: where the time of a call too small to keep the GPU busy goes.
 
 At one head of 128 tokens the kernels have almost nothing to do, so a call costs what the host spends
-issuing it. :func:`call_overhead` times calls back to back, layer by layer of our forward's call path (the
-Python checks, one kernel launch through Triton's JIT with fixed and with autotuned tiles, the allocation
-and the remembered launch a later call makes, the custom op, the autograd function), the backward's
-launches, a Python autograd function that does nothing, SDPA's own FlashAttention-2 kernels inside a Python
-autograd function (what autograd through Python costs a C++ kernel path), then whole calls of ours and of the SDPA
-back ends; each whole call also with its backward on the calling thread instead of autograd's device thread.
+issuing it. :func:`call_overhead` times calls back to back, layer by layer of our forward's call path from Python
+(the checks, one kernel launch through Triton's JIT with fixed and with autotuned tiles, the allocation and the
+remembered launch a later call makes, the custom op, the autograd function) and the backward's launches; then the
+C++ host path's forward and backward ops; a Python autograd function that does nothing; SDPA's own FlashAttention-2
+kernels inside a Python autograd function (what autograd through Python costs a C++ kernel path); then whole calls
+of ours (from C++ and from Python) and of the SDPA back ends, each also with its backward on the calling thread
+instead of autograd's device thread.
 
     python -m systems.bench.call_overhead
 """
@@ -20,6 +21,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from systems.attention import unavailable
 from systems.attention._checks import check_attention_inputs
 from systems.attention.peers import Unavailable, refused
 from systems.bench.flash_sweep import TENSOR_DTYPES, UNSUPPORTED, attention
@@ -110,7 +112,7 @@ def call_overhead(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 
             attend(q, k, v, is_causal).backward(do)
         return step
 
-    ours = attention("flash_triton")
+    ours, ours_python = attention("flash_triton"), attention("flash_triton_python")
     steps = {
         ("flash_triton", "input checks (Python)"): lambda: check_attention_inputs(q, k, v),
         ("flash_triton", "forward kernel launch through Triton's JIT, fixed tiles"):
@@ -120,9 +122,12 @@ def call_overhead(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 
         ("flash_triton", "forward, allocation + remembered launch"):
             lambda: launch.forward(qd, kd, vd, is_causal, tuned),
         ("flash_triton", "the same through the custom op"): lambda: ops.flash_fwd(qd, kd, vd, is_causal, code),
-        ("flash_triton", "forward (autograd.Function)"): lambda: ours(q, k, v, is_causal),
+        ("flash_triton", "forward (autograd.Function)"): lambda: ours_python(q, k, v, is_causal),
         ("flash_triton", "backward, allocations + remembered launches"):
             lambda: launch.backward(qd, kd, vd, o, do_d, L, is_causal, tuned),
+        ("flash_triton_python", "forward + backward"): backward_of(ours_python),
+        **_host_path_steps(qd, kd, vd, do_d, is_causal),
+        ("flash_triton", "forward, the public function (from C++ on a GPU)"): lambda: ours(q, k, v, is_causal),
         ("flash_triton", "forward + backward"): backward_of(ours),
         ("autograd.Function doing nothing", "forward + backward"): backward_of(lambda q, k, v, c: _Nothing.apply(q)),
         ("SDPA flash kernels in a Python autograd.Function", "forward + backward"):
@@ -146,6 +151,20 @@ def call_overhead(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 
     return pd.DataFrame(rows)
 
 
+def _host_path_steps(q, k, v, do, is_causal: bool) -> dict[tuple[str, str], Callable]:
+    """The C++ host path's forward and backward ops alone (no autograd), where it builds (on a GPU)."""
+    from systems.attention.flash_triton import host
+
+    if q.device.type != "cuda" or host.unavailable():
+        return {}
+    ops = torch.ops.systems_flash
+    o, L = ops.triton_forward(q, k, v, is_causal)
+    return {("flash_triton", "forward, C++ operator (allocation + remembered launch)"):
+                lambda: ops.triton_forward(q, k, v, is_causal),
+            ("flash_triton", "backward, C++ operator (allocations + remembered launches)"):
+                lambda: ops.triton_backward(q, k, v, o, do, L, is_causal)}
+
+
 def graphed(step: Callable) -> Callable:
     """``step`` captured once in a CUDA graph (``torch.cuda.graph``); the callable returned replays it, so no
     Python runs per call: what is left is the kernels and their launch gaps on the GPU."""
@@ -162,7 +181,8 @@ def graphed(step: Callable) -> Callable:
 
 
 def call_floor(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 300, is_causal: bool = True,
-               impls=("flash_triton", "sdpa_flash", "sdpa_cudnn"), modes=("eager", "compiled", "CUDA graph")
+               impls=("flash_triton", "flash_triton_python", "flash_cuda", "sdpa_flash", "sdpa_cudnn"),
+               modes=("eager", "compiled", "CUDA graph")
                ) -> pd.DataFrame:
     """Wall µs per forward and backward call at a shape too small to keep the GPU busy: eager, under
     ``torch.compile`` (the attention compiled, its backward run by autograd) and captured whole in a CUDA graph
@@ -180,6 +200,8 @@ def call_floor(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 300
             torch.autograd.grad(attend(q, k, v, is_causal).sum(), (q, k, v))
 
         try:
+            if unavailable(impl, device, q.dtype, shape[-1]):
+                raise Unavailable(impl)
             fn = graphed(step) if mode == "CUDA graph" else step
             for _ in range(3):  # compile, tune
                 fn()

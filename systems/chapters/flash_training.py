@@ -15,32 +15,41 @@ NOTHING = "autograd.Function doing nothing"
 
 
 def call_facts(overhead: pd.DataFrame) -> dict:
-    """Host time per forward and backward call: ours, SDPA's flash kernels inside a Python autograd function, SDPA's
-    flash back end, and what handing the backward to autograd's device thread costs each (the rows of
-    :func:`systems.bench.call_overhead.call_overhead`); in words, with ``measured`` False where SDPA's kernels could
-    not run (no GPU)."""
+    """Host time per forward and backward call: ours launched from C++ and from Python, SDPA's flash kernels inside a
+    Python autograd function, SDPA's flash back end, and what handing the backward to autograd's device thread costs
+    each (the rows of :func:`systems.bench.call_overhead.call_overhead`); in words, with ``measured`` False where
+    SDPA's kernels could not run (no GPU)."""
     host = overhead.set_index(["impl", "what"]).host_us
-    ours, in_python, sdpa = (host[impl, "forward + backward"] for impl in ("flash_triton", PYTHON_SDPA, "sdpa_flash"))
-    if not all(isinstance(x, float) for x in (ours, in_python, sdpa)):  # "unsupported"
+    ours, from_python, in_python, sdpa = (host[impl, "forward + backward"] for impl in
+                                          ("flash_triton", "flash_triton_python", PYTHON_SDPA, "sdpa_flash"))
+    if not all(isinstance(x, float) for x in (ours, from_python, in_python, sdpa)):  # "unsupported"
         return {"measured": False, "words": "SDPA's flash kernels need a GPU: on this machine autograd's Python layer "
                                             "and our launch path cannot be told apart."}
     layer = in_python - sdpa
     layer_words = (f"autograd through Python adds {layer:.0f} µs to a call" if layer > 0 else
                    f"autograd through Python adds nothing this run can see (SDPA's C++ path took {-layer:.0f} µs "
                    "longer)")
+    host_path = pick(from_python > ours, f"the C++ host path takes {from_python - ours:.0f} µs off our call",
+                     f"the C++ host path adds {ours - from_python:.0f} µs to our call")
     handoff = {impl: host[impl, "forward + backward"] - host[impl, ON_CALLING_THREAD]
-               for impl in ("flash_triton", NOTHING, "sdpa_flash")}
-    words = (f"Per forward and backward call the host spends {ours:.0f} µs on ours, {in_python:.0f} µs on SDPA's "
-             f"flash kernels inside a Python autograd function and {sdpa:.0f} µs on SDPA's flash back end: "
-             f"{layer_words}, our launch path {ours - in_python:.0f} µs more. With the backward run on the calling "
-             f"thread instead of autograd's device thread, a call of ours takes {handoff['flash_triton']:.0f} µs "
-             f"less, one of a Python autograd function doing nothing {handoff[NOTHING]:.0f} µs less and one of "
-             f"SDPA's flash back end {handoff['sdpa_flash']:.0f} µs less: handing the backward to the device thread "
-             "and back costs " + pick(handoff["flash_triton"] > handoff["sdpa_flash"],
-                                      f"ours {handoff['flash_triton'] - handoff['sdpa_flash']:.0f} µs more than "
-                                      "SDPA's C++ backward, once per layer and step in a model.",
-                                      "ours no more than SDPA's C++ backward."))
+               for impl in ("flash_triton", "flash_triton_python", NOTHING, "sdpa_flash")}
+    words = (f"Per forward and backward call the host spends {ours:.0f} µs on ours launched from C++, "
+             f"{from_python:.0f} µs on the same kernels launched from Python, {in_python:.0f} µs on SDPA's flash "
+             f"kernels inside a Python autograd function and {sdpa:.0f} µs on SDPA's flash back end: {layer_words}; "
+             f"{host_path}, which costs {ours / sdpa:.2f}× SDPA's. With the backward run on the calling thread "
+             f"instead of autograd's device thread, a call of ours from C++ takes {handoff['flash_triton']:.0f} µs "
+             f"less, one from Python {handoff['flash_triton_python']:.0f} µs less, one of a Python autograd function "
+             f"doing nothing {handoff[NOTHING]:.0f} µs less and one of SDPA's flash back end "
+             f"{handoff['sdpa_flash']:.0f} µs less.")
     return {"measured": True, "ours_us": ours, "sdpa_us": sdpa, "words": words}
+
+
+def floor_facts(floor: pd.DataFrame) -> dict:
+    """The eager per-call floor of each of ours over SDPA's flash back end's (the table of
+    :func:`systems.bench.call_overhead.call_floor`); NaN where one could not run."""
+    eager = pd.to_numeric(floor.set_index("impl").eager, errors="coerce")
+    return {f"{impl}_over_sdpa": eager.get(impl, float("nan")) / eager.get("sdpa_flash", float("nan"))
+            for impl in ("flash_triton", "flash_triton_python", "flash_cuda")}
 
 
 def training_summary(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:

@@ -72,15 +72,21 @@ _LOADED = False  # set once the CPU extension is in: calls then check nothing mo
 _CUDA_LOADED = False  # likewise for the CUDA kernels
 
 
-@functools.cache
-def _build() -> str | None:
-    """Build and load the operator with its CPU kernels once per process; None, or why it could not be built."""
-    global _LOADED
+def build_extension(name: str, sources: tuple[Path, ...], what: str, **flags) -> str | None:
+    """Build and load one extension of the ``systems_flash`` ops (its headers, ``flash_autograd.h`` among them, on
+    the include path); None, or why it could not be built."""
     if not (shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")):
         return "needs a C++ compiler (c++, g++ or clang++) to build its extension"
     if not _ninja_on_path():
         return "needs ninja to build its extension (pip install ninja)"
-    why = _load("systems_flash_cpp", SOURCES, "the C++ FlashAttention operator")
+    return _load(name, sources, what, extra_include_paths=[str(HERE)], **flags)
+
+
+@functools.cache
+def _build() -> str | None:
+    """Build and load the operator with its CPU kernels once per process; None, or why it could not be built."""
+    global _LOADED
+    why = build_extension("systems_flash_cpp", SOURCES, "the C++ FlashAttention operator")
     _LOADED = why is None
     return why
 

@@ -14,14 +14,14 @@
 // top-left aligned (query i sees key j iff j <= i), as the CS336 tests define it. Arithmetic is in fp32 (fp64 for
 // fp64 inputs); 16-bit inputs are widened on the way in and the results narrowed on the way out.
 //
-// The autograd node is C++ (torch::autograd::Function): a call from Python runs no Python of ours between the
-// op and the kernels, forward or backward. Meta kernels give torch.compile the shapes.
+// The autograd node is C++ (flash_autograd.h): a call from Python runs no Python of ours between the op and the
+// kernels, forward or backward. Meta kernels give torch.compile the shapes.
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <torch/autograd.h>
 #include <torch/library.h>
 
+#include "flash_autograd.h"
 #include "flash_checks.h"
 
 #include <algorithm>
@@ -194,49 +194,11 @@ std::tuple<Tensor, Tensor, Tensor> backward_meta(const Tensor& q, const Tensor& 
   return {at::empty_like(q), at::empty_like(k), at::empty_like(v)};
 }
 
-// attention() below autograd: the forward's output.
-Tensor attention_forward_only(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("systems_flash::forward", "")
-                       .typed<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&, bool)>();
-  return std::get<0>(op.call(q, k, v, is_causal));
-}
-
-class FlashAttention : public torch::autograd::Function<FlashAttention> {
- public:
-  static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& q, const Tensor& k, const Tensor& v,
-                        bool is_causal) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    static auto op = c10::Dispatcher::singleton()
-                         .findSchemaOrThrow("systems_flash::forward", "")
-                         .typed<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&, bool)>();
-    auto [o, L] = op.call(q, k, v, is_causal);
-    ctx->save_for_backward({q, k, v, o, L});
-    ctx->saved_data["is_causal"] = is_causal;
-    return o;
-  }
-
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    static auto op = c10::Dispatcher::singleton()
-                         .findSchemaOrThrow("systems_flash::backward", "")
-                         .typed<std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
-                                                                   const Tensor&, const Tensor&, const Tensor&, bool)>();
-    // grad mode is on here only under create_graph=True: the backward treats the saved L as a constant, so a
-    // second derivative through it would be wrong, not merely slow
-    TORCH_CHECK(!at::GradMode::is_enabled(), "systems_flash does not support double backward (create_graph=True): "
-                "its backward treats the saved log-sum-exp as a constant; use naive attention for higher-order "
-                "gradients");
-    const auto saved = ctx->get_saved_variables();
-    auto [dq, dk, dv] = op.call(saved[0], saved[1], saved[2], saved[3], grads[0], saved[4],
-                                ctx->saved_data["is_causal"].toBool());
-    return {dq, dk, dv, Tensor()};
-  }
+// The ops that attention() ties together under the C++ autograd node (flash_autograd.h).
+struct Ops {
+  static constexpr const char* forward = "systems_flash::forward";
+  static constexpr const char* backward = "systems_flash::backward";
 };
-
-Tensor attention_autograd(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal) {
-  return FlashAttention::apply(q, k, v, is_causal);
-}
 
 }  // namespace
 
@@ -258,9 +220,9 @@ TORCH_LIBRARY_IMPL(systems_flash, Meta, m) {
 }
 
 TORCH_LIBRARY_IMPL(systems_flash, CompositeExplicitAutograd, m) {
-  m.impl("attention", &attention_forward_only);
+  m.impl("attention", &systems_flash::forward_only<Ops>);
 }
 
 TORCH_LIBRARY_IMPL(systems_flash, Autograd, m) {
-  m.impl("attention", &attention_autograd);
+  m.impl("attention", &systems_flash::with_autograd<Ops>);
 }

@@ -10,7 +10,8 @@ The package reads in the order of a call, bottom-up:
    (the shape keys), :mod:`.tuning` (tiles chosen once per shape key), :mod:`.replay` (launches remembered per
    layout), :mod:`.launch` (the per-call choices and the launches) and :mod:`.ops` (the custom ops
    ``torch.compile`` sees).
-3. :mod:`.function`: :class:`FlashAttentionTriton`, the ``torch.autograd.Function``, and the public functions.
+3. :mod:`.function`: :class:`FlashAttentionTriton`, the ``torch.autograd.Function``, and the public functions;
+   :mod:`.host` and ``host.cpp``, the eager host path in C++ that an eager call on a GPU takes where it builds.
 
 Any sequence lengths (tiles are masked at the ends), head dims 16..128 (the head-dim block is the next power of two,
 padded with zeros), fp32/fp16/bf16 (bf16 on a GPU only: the CPU interpreter cannot compute it), (B, N, d) or
@@ -26,9 +27,9 @@ elsewhere, the backward takes two passes.
 """
 
 from systems.attention.flash_triton.function import FlashAttentionTriton, flash_attention_triton, \
-    flash_forward_triton
+    flash_attention_triton_python, flash_forward_triton
 from systems.attention.flash_triton.tuning import autotune_report
 from systems.attention.flash_triton.tiles import FlashConfig, Tiles
 
 __all__ = ["FlashAttentionTriton", "FlashConfig", "Tiles", "autotune_report", "flash_attention_triton",
-           "flash_forward_triton"]
+           "flash_attention_triton_python", "flash_forward_triton"]

@@ -1,8 +1,9 @@
 """The autograd function and the public functions: what a user and the model call.
 
-In eager mode the autograd function calls the launcher directly, sparing the custom ops' dispatch (a good part of a
-short call's host time); while ``torch.compile`` traces it calls the custom ops, which on a GPU the compiler traces
-through to launch the kernels from its own code (:mod:`.launch`). Double backward is refused with a message: L is
+An eager call on a GPU goes to the C++ operator of :mod:`.host`, which launches the compiled kernels with no Python
+per call. The autograd function is the Python path: in eager mode it calls the launcher directly, sparing the custom
+ops' dispatch; while ``torch.compile`` traces it calls the custom ops, which on a GPU the compiler traces through to
+launch the kernels from its own code (:mod:`.launch`). Double backward is refused with a message: L is
 saved as a constant of the forward, so a second derivative through it would be wrong, not merely slow.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from systems.attention._checks import as_4d, check_attention_inputs, check_is_causal, refuse_double_backward
-from systems.attention.flash_triton import launch, ops
+from systems.attention.flash_triton import host, launch, ops
 from systems.triton_interpreter import INTERPRET
 from systems.attention.flash_triton.tiles import DEFAULT, DEFAULT_CODE, FlashConfig
 
@@ -57,8 +58,26 @@ class FlashAttentionTriton(torch.autograd.Function):
 def flash_attention_triton(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False, config: FlashConfig | None = None
 ) -> torch.Tensor:
-    """q (B, [H,] Nq, d), k, v (B, [H,] Nk, d) -> (B, [H,] Nq, d); causal masking is top-left aligned."""
+    """q (B, [H,] Nq, d), k, v (B, [H,] Nk, d) -> (B, [H,] Nq, d); causal masking is top-left aligned.
+
+    An eager call on a GPU without ``config`` launches the kernels from C++ (:mod:`.host`), where that path builds;
+    with a ``config`` (whose switches the Python launcher reads), under ``torch.compile`` and elsewhere, through
+    :class:`FlashAttentionTriton`."""
+    if config is None and q.is_cuda and not torch.compiler.is_compiling() and (host.READY or _host_builds()):
+        _checked(q, k, v, is_causal)
+        return torch.ops.systems_flash.triton_attention(as_4d(q), as_4d(k), as_4d(v), is_causal).view(q.shape)
     return FlashAttentionTriton.apply(q, k, v, is_causal, config)
+
+
+def _host_builds() -> bool:
+    return not INTERPRET and host.unavailable() is None
+
+
+def flash_attention_triton_python(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False
+                                  ) -> torch.Tensor:
+    """The same kernels, every call launched from Python (:class:`FlashAttentionTriton` and Triton's launcher): the
+    host path before the C++ one, which the benchmarks time beside it."""
+    return FlashAttentionTriton.apply(q, k, v, is_causal, None)
 
 
 def flash_forward_triton(

@@ -95,28 +95,55 @@ def backward(q, k, v, o, do, L, is_causal: bool, cfg: FlashConfig, traced: bool 
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dQ, dK, dV) as :func:`gradients` lays them out, from the 4-d q, k, v, O, dO (any strides, the stride-0
     gradient of ``o.sum()`` included) and L (B, H, Nq) of the forward. ``traced``: the body of the custom op."""
-    B, H, n_q, d = q.shape
     one_pass = one_pass_backward(cfg, q, k, v, o, do, L, is_causal, traced)
-    delta = torch.empty((B, H, n_q), dtype=torch.float32, device=q.device)
-    dq, dk, dv = gradients(q, k, v)
-    # dQ summed over key tiles in fp32, rows padded to BLOCK_D (16-byte aligned for the copy engine); the
-    # preprocessing kernel writes its zeros. Two passes need no accumulator: dK stands in for the unused pointer
-    # (autotuning zeroes it between its timing runs, and the kernel then writes all of it).
-    dq_acc = torch.empty((B, H, n_q, keys.block_d(d)), dtype=torch.float32, device=q.device) if one_pass else dk
+    buffers = backward_buffers(q, k, v, one_pass)
     replayable = not traced and replay.replaying()
     key = _backward_key(q, k, v, o, do, L, is_causal, cfg, one_pass) if replayable else None
     plan = replay.PLANS.get(key)
     if plan is not None:
         stream = replay.current_stream(q.device)
-        plan[0](stream, o, do, delta, dq_acc)
-        plan[1](stream, q, k, v, do, L, delta, dk, dv, dq_acc)
-        if not one_pass:
-            plan[2](stream, q, k, v, do, L, delta, dq)
+        named = dict(q=q, k=k, v=v, o=o, do=do, L=L, **buffers)
+        for launched in plan:
+            launched(stream, *(named[name] for name in KERNEL_TENSORS[launched.kind]))
     else:
-        launched = _launch_backward(q, k, v, o, do, L, delta, dk, dv, dq_acc, dq, is_causal, cfg, one_pass, traced)
+        launched = _launch_backward(q, k, v, o, do, L, buffers, is_causal, cfg, one_pass, traced)
         if replayable and None not in launched:
             replay.remember(key, launched)
-    return (dq.copy_(dq_acc[..., :d]) if one_pass else dq), dk, dv
+    return finish_backward(buffers, one_pass)
+
+
+# Each kernel's tensor arguments, in order (the launches below pass them so, and so do replays).
+KERNEL_TENSORS = {"fwd": ("q", "k", "v", "o", "L"), "pre": ("o", "do", "delta", "dq_acc"),
+                  "dkdv": ("q", "k", "v", "do", "L", "delta", "dk", "dv", "dq_acc"),
+                  "dq": ("q", "k", "v", "do", "L", "delta", "dq")}
+
+
+def backward_buffers(q, k, v, one_pass: bool) -> dict[str, torch.Tensor]:
+    """What a backward allocates: delta = rowsum(dO ∘ O) (B, H, Nq) fp32, the fp32 dQ accumulator, dQ, dK, dV.
+    The accumulator sums dQ over key tiles in the one-pass backward, rows padded to BLOCK_D (16-byte aligned for the
+    copy engine; the preprocessing kernel writes its zeros). Two passes need none: dK stands in for the unused
+    pointer (autotuning zeroes it between its timing runs, and the kernel then writes all of it)."""
+    B, H, n_q, d = q.shape
+    dq, dk, dv = gradients(q, k, v)
+    delta = torch.empty((B, H, n_q), dtype=torch.float32, device=q.device)
+    dq_acc = torch.empty((B, H, n_q, keys.block_d(d)), dtype=torch.float32, device=q.device) if one_pass else dk
+    return dict(delta=delta, dq_acc=dq_acc, dq=dq, dk=dk, dv=dv)
+
+
+def finish_backward(buffers: dict[str, torch.Tensor], one_pass: bool
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    dq = buffers["dq"]
+    return (dq.copy_(buffers["dq_acc"][..., :dq.shape[-1]]) if one_pass else dq), buffers["dk"], buffers["dv"]
+
+
+def first_backward(q, k, v, o, do, L, is_causal: bool, cfg: FlashConfig
+                   ) -> tuple[tuple[torch.Tensor, ...], tuple[replay.Launch | None, ...], dict, bool]:
+    """A backward through Triton's JIT that also returns what the C++ host path remembers of it (:mod:`.host`):
+    (dQ, dK, dV), its launches (None where tuning ran instead), its buffers and whether it took one pass."""
+    one_pass = one_pass_backward(cfg, q, k, v, o, do, L, is_causal)
+    buffers = backward_buffers(q, k, v, one_pass)
+    launched = _launch_backward(q, k, v, o, do, L, buffers, is_causal, cfg, one_pass, traced=False)
+    return finish_backward(buffers, one_pass), launched, buffers, one_pass
 
 
 def _backward_key(q, k, v, o, do, L, is_causal: bool, cfg: FlashConfig, one_pass: bool) -> tuple:
@@ -130,10 +157,11 @@ def backward_plan(q, k, v, o, do, L, is_causal: bool, cfg: FlashConfig) -> tuple
     return replay.PLANS.get(_backward_key(q, k, v, o, do, L, is_causal, cfg, one_pass))
 
 
-def _launch_backward(q, k, v, o, do, L, delta, dk, dv, dq_acc, dq, is_causal: bool, cfg: FlashConfig,
+def _launch_backward(q, k, v, o, do, L, buffers: dict[str, torch.Tensor], is_causal: bool, cfg: FlashConfig,
                      one_pass: bool, traced: bool) -> tuple[replay.Launch | None, ...]:
     """The backward's kernels through Triton's JIT: preprocessing, dK/dV (adding dQ up in ``one_pass``), and the dQ
     pass unless ``one_pass``; the launches to replay."""
+    delta, dq_acc, dq, dk, dv = (buffers[name] for name in ("delta", "dq_acc", "dq", "dk", "dv"))
     B, H, n_q, d = q.shape
     n_k = k.shape[2]
     meta = keys.meta(q, k, is_causal, cfg)
