@@ -32,6 +32,8 @@ def test_without_a_gpu_the_host_path_says_why_and_the_python_path_runs():
     q, k, v = make_qkv((1, 2), 20, 20, 16)
     o = flash_attention_triton(q, k, v, True)
     assert type(o.grad_fn).__name__ == "FlashAttentionTritonBackward"  # the Python autograd function's node
+    with pytest.raises(RuntimeError, match="C\\+\\+ host path of the Triton kernels"):
+        host.plan_count()
 
 
 def test_the_python_path_is_registered_beside_it():
@@ -136,12 +138,13 @@ def test_gpu_deterministic_mode_repeats_bit_for_bit_from_cpp():
 @pytest.mark.gpu
 @GPU
 def test_gpu_forgotten_plans_are_found_again():
-    q, k, v = make_qkv((1, 2), 128, 128, 64, dtype=torch.bfloat16)
     for _ in range(3):
-        flash_attention_triton(q, k, v, True).sum().backward()
+        q, k, v = make_qkv((1, 2), 128, 128, 64, dtype=torch.bfloat16)
+        flash_attention_triton(q, k, v, True).backward(torch.randn_like(q))
     assert host.plan_count() >= 2
     host.forget_plans()
     assert host.plan_count() == 0
+    q, k, v = make_qkv((1, 2), 128, 128, 64, dtype=torch.bfloat16)  # fresh: no gradients added up from before
     with python_launches() as calls:
         check_against_reference(flash_attention_triton, q, k, v, True, TOL[torch.bfloat16], logsumexp=logsumexp)
     assert calls == ["launch_forward", "first_backward"] and host.plan_count() == 2

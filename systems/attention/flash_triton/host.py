@@ -95,9 +95,17 @@ def unavailable() -> str | None:
 
 def plan_count() -> int:
     """How many layouts the C++ side has plans for."""
-    return torch.ops.systems_flash.triton_plan_count()
+    return _ops().triton_plan_count()
 
 
 def forget_plans() -> None:
     """Drop the C++ side's plans (the next call of each layout comes back to Python)."""
-    torch.ops.systems_flash.triton_forget_plans()
+    _ops().triton_forget_plans()
+
+
+def _ops():
+    """The extension's ops, loading it first (building it if need be); RuntimeError where it cannot be."""
+    why = unavailable()
+    if why:
+        raise RuntimeError(f"the C++ host path of the Triton kernels {why}")
+    return torch.ops.systems_flash
