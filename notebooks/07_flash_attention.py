@@ -183,7 +183,8 @@ report.glue_all("flash_board", flash.board_facts(board_times))
 # {glue:text}`flash_board_vs_sdpa_flash_words` than it; SDPA's cuDNN attention takes
 # {glue:text}`flash_board_sdpa_cudnn_ms:.3g` ms, so ours is {glue:text}`flash_board_vs_sdpa_cudnn_words`. The best
 # time of the Spring 2025 leaderboard was {glue:text}`flash_board_best_2025_ms` ms (as published, not measured
-# here): ours is {glue:text}`flash_board_vs_2025_words` than it.
+# here): ours is {glue:text}`flash_board_vs_2025_words` than it. Our CUDA C++ kernels (`flash_cuda`, FlashAttention-2
+# written with `mma.sync` by hand, behind a C++ operator) take {glue:text}`flash_board_cuda_words`.
 #
 # ### Where the step's time goes
 #

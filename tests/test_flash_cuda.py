@@ -21,7 +21,7 @@ from flash_common import (GPU_CASES, TOL, assert_close_to, check_against_referen
 
 from systems.attention import flash_cpp, unavailable
 from systems.attention._checks import as_4d
-from systems.attention.flash_cpp import cuda_unavailable, cuda_unsupported, flash_attention_cuda
+from systems.attention.flash_cpp import FlashAttentionCuda, cuda_unavailable, cuda_unsupported, flash_attention_cuda
 from systems.attention.reference import attention_logsumexp, naive_attention
 from systems.model import TransformerLM, preset
 
@@ -55,8 +55,9 @@ def test_the_name_says_why_it_cannot_run(monkeypatch):
     cpu = torch.device("cpu")
     assert unavailable("flash_cuda", cpu, torch.bfloat16, 64) == "runs on NVIDIA GPUs (its kernels are CUDA C++), " \
                                                                   "not on cpu"
-    with pytest.raises(RuntimeError, match="flash_cuda runs on NVIDIA GPUs"):
-        flash_attention_cuda(*(torch.randn(2, 8, 64),) * 3)
+    for attend in (flash_attention_cuda, FlashAttentionCuda.apply):  # the machine's reason, the same error from both
+        with pytest.raises(RuntimeError, match="flash_cuda runs on NVIDIA GPUs"):
+            attend(*(torch.randn(2, 8, 64),) * 3)
     gpu = torch.device("cuda", 0)
     # each reason is found before anything is built: a build under the patched torch below would differ in its
     # arguments from the real one, and load a second library defining the same operators

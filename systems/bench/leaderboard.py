@@ -2,7 +2,7 @@
 
 The harness is the handout's test, verbatim: q, k, v of (16, 16384, 64) in bf16, causal, ``torch.compile``
 of the autograd function's ``apply``, ``o.sum().backward()``, timed with ``triton.testing.do_bench``. The
-SDPA back ends run the same harness in the same process. :func:`variants` times named
+SDPA back ends and our CUDA C++ kernels (``flash_cuda``) run the same harness in the same process. :func:`variants` times named
 :class:`~systems.attention.flash_triton.FlashConfig` settings against each other, :func:`kernel_breakdown`
 profiles where a step's device time goes, :func:`cold_start` times the first step with empty caches.
 
@@ -24,14 +24,15 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from systems.attention.peers import refused
+from systems.attention import unavailable
+from systems.attention.peers import Unavailable, refused
 from systems.bench.flash_sweep import UNSUPPORTED, attention
 from systems.bench.timing import handout_ms
 from systems.cli import integer
 from systems.device import OOM, free_memory, is_oom, synchronize, timed
 
 SHAPE = (16, 16384, 64)  # (batch, N, d): the handout's 16 heads as the batch
-IMPLS = ("flash_triton", "sdpa_flash", "sdpa_cudnn")
+IMPLS = ("flash_triton", "flash_cuda", "sdpa_flash", "sdpa_cudnn")
 # The best forward+backward time of the CS336 Spring 2025 leaderboard at that shape, as published (not measured here)
 SPRING_2025_BEST_MS = 5.364
 
@@ -53,6 +54,9 @@ def _step(impl: str, config, shape: tuple[int, int, int] | None, dtype: torch.dt
     """One step of the handout's test on fresh random inputs: compiled ``apply``, ``o.sum().backward()``."""
     n_heads, sequence_length, d_head = shape or SHAPE
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    why = unavailable(impl, torch.device(device), dtype, d_head)
+    if why:
+        raise Unavailable(f"{impl} {why}")
     q, k, v = torch.randn(3, n_heads, sequence_length, d_head, device=device, dtype=dtype, requires_grad=True)
     torch._dynamo.reset()  # a fresh compile per call: variants would otherwise hit Dynamo's recompile limit
     flash = torch.compile(_harness_fn(impl, config))

@@ -101,7 +101,8 @@ def cold_facts(cold: dict | None) -> tuple[pd.DataFrame, dict]:
 
 
 def board_facts(board: pd.DataFrame) -> dict:
-    """Ours against each SDPA back end and against the Spring 2025 best."""
+    """Ours against each SDPA back end and against the Spring 2025 best; our CUDA C++ kernels against SDPA's
+    FlashAttention-2, in words."""
     ms = board.set_index("impl").ms
     ours = ms.get("flash_triton")
     out = {"ours_ms": ours, "best_2025_ms": SPRING_2025_BEST_MS}
@@ -109,6 +110,12 @@ def board_facts(board: pd.DataFrame) -> dict:
         theirs = ms.get(impl)
         out |= {f"{impl}_ms": theirs, f"vs_{impl}": ours / theirs if isinstance(theirs, float) else float("nan")}
     out["vs_2025"] = ours / SPRING_2025_BEST_MS if isinstance(ours, float) else float("nan")
+    cuda, flash2 = ms.get("flash_cuda"), ms.get("sdpa_flash")
+    if isinstance(cuda, float) and isinstance(flash2, float):
+        out["cuda_words"] = f"{cuda:.3g} ms, {times(cuda / flash2)} than SDPA's FlashAttention-2 back end"
+    else:
+        out["cuda_words"] = (f"no time here ({cuda or 'not run'}: they need a GPU of compute capability 8.0 or newer "
+                             "and nvcc)")
     return out | {f"{key}_words": times(out[key]) for key in ("vs_sdpa_flash", "vs_sdpa_cudnn", "vs_2025")}
 
 

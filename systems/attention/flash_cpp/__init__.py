@@ -183,7 +183,10 @@ class FlashAttentionCuda(torch.autograd.Function):
         check_attention_inputs(q, k, v)
         check_is_causal(is_causal)
         compute = torch.float16 if q.dtype == torch.float32 else q.dtype
-        why = cuda_unavailable(q.device) or cuda_unsupported(compute, q.shape[-1])
+        why = cuda_unavailable(q.device)  # the machine: as flash_attention_cuda says it
+        if why:
+            raise RuntimeError(f"flash_cuda {why}")
+        why = cuda_unsupported(compute, q.shape[-1])  # the inputs
         if why:
             raise ValueError(f"flash_cuda {why}")
         if q.dtype == torch.float32:
