@@ -221,7 +221,9 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 
 // Rows row0..row0+ROWS-1 of an (n_rows, HEAD_DIM) matrix into a swizzled shared tile, 16 bytes per copy, the threads
-// of the block taking consecutive chunks (coalesced reads); rows past n_rows are zeros.
+// of the block taking consecutive chunks (coalesced reads); rows past n_rows are zeros. The copies are a loop, not
+// unrolled: unrolled, each copy's addresses are kept in registers across the key loop, and the forward's 32 rows a
+// warp spilled.
 template <int ROWS, int HEAD_DIM, int THREADS, typename T>
 __device__ __forceinline__ void load_tile(T* tile, const T* matrix, int64_t row_stride, int row0, int n_rows) {
   constexpr int CHUNKS = HEAD_DIM / 8;

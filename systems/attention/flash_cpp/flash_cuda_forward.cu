@@ -147,9 +147,9 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
   }
 }
 
-// Tiles per head dim, as FlashAttention-2 chooses them on sm_80: BLOCK_Q = 128 queries, 4 warps of 32 rows; the
-// key tile as wide as the registers allow without spilling (S and acc of 32 rows together: 128 + 64 floats a lane
-// at head dim 64, 64 + 128 at 128).
+// Tiles per head dim: BLOCK_Q = 128 queries in 4 warps of 32 rows, as FlashAttention-2 has them on sm_80; the key
+// tile as wide as the registers allow without spilling (S and acc of 32 rows together: 128 + 64 floats a lane at
+// head dim 64, with 128 keys as FlashAttention-2; 32 + 128 at head dim 128, where its 64 keys spill ours).
 template <typename T, int HEAD_DIM, bool CAUSAL>
 cudaError_t launch_forward(const Problem& problem, Rows q, Rows k, Rows v, Rows o, float* L, cudaStream_t stream) {
   constexpr int NUM_WARPS = 4, M_TILES = 2, BLOCK_K = HEAD_DIM == 64 ? 128 : 32;
