@@ -57,6 +57,14 @@ def make_qkv(batch: tuple[int, ...], n_q: int, n_k: int, d: int, dtype=torch.flo
     return q, k, v
 
 
+def misaligned(x: torch.Tensor) -> torch.Tensor:
+    """``x``'s values in a view one element past a 16-byte boundary (what Triton specialises pointers on)."""
+    flat = torch.empty(x.numel() + 1, dtype=x.dtype, device=x.device)
+    view = flat[1:].view(x.shape).copy_(x.detach())
+    assert view.data_ptr() % 16 != 0
+    return view.requires_grad_()
+
+
 def reference(q, k, v, do, is_causal):
     """(O, L, dQ, dK, dV) in float64 from the naive formula (systems.attention.oracle)."""
     return reference_forward_backward(q, k, v, do, is_causal)

@@ -23,6 +23,7 @@ from flash_common import (
     check_model_matches_naive,
     check_sum_backward,
     make_qkv,
+    misaligned,
     reference,
     ptxas_report,
     rerun_without_interpreter,
@@ -551,14 +552,6 @@ def test_gpu_tiles_are_tuned_once_per_shape_key(monkeypatch):
     check_against_reference(APPLY, q, k, v, True, tol(torch.bfloat16))
 
 
-def _misaligned(x: torch.Tensor) -> torch.Tensor:
-    """``x``'s values in a view one element past a 16-byte boundary (what Triton specialises pointers on)."""
-    flat = torch.empty(x.numel() + 1, dtype=x.dtype, device=x.device)
-    view = flat[1:].view(x.shape).copy_(x.detach())
-    assert view.data_ptr() % 16 != 0
-    return view.requires_grad_()
-
-
 @pytest.mark.gpu
 @GPU
 def test_gpu_launches_are_remembered_per_layout(monkeypatch):
@@ -582,7 +575,7 @@ def test_gpu_launches_are_remembered_per_layout(monkeypatch):
                 jit_calls.clear()
                 q, k, v = make_qkv((2, 3), 203, 203, 64, dtype=torch.bfloat16, contiguous=layout != "strided")
                 if layout == "misaligned":
-                    q, k, v = _misaligned(q), _misaligned(k), _misaligned(v)
+                    q, k, v = misaligned(q), misaligned(k), misaligned(v)
                 do = ones.expand(2, 3, 203, 64) if layout == "stride-0 dO" else None
                 check_against_reference(untuned, q, k, v, True, tol(torch.bfloat16), do=do)
                 new_forward = layout in ("contiguous", "strided", "misaligned")  # the others reuse contiguous's

@@ -13,6 +13,7 @@ from flash_common import (
     check_against_reference,
     check_model_matches_naive,
     make_qkv,
+    misaligned,
     saved_logsumexp,
 )
 
@@ -62,13 +63,6 @@ def python_launches():
         patch.undo()
 
 
-def _misaligned(x: torch.Tensor) -> torch.Tensor:
-    flat = torch.empty(x.numel() + 1, dtype=x.dtype, device=x.device)
-    view = flat[1:].view(x.shape).copy_(x.detach())
-    assert view.data_ptr() % 16 != 0
-    return view.requires_grad_()
-
-
 @pytest.mark.gpu
 @GPU
 @pytest.mark.parametrize("is_causal", [True, False])
@@ -108,7 +102,7 @@ def test_gpu_a_plan_per_layout():
             for call in range(3):
                 q, k, v = make_qkv((2, 3), 203, 203, 64, dtype=torch.bfloat16, contiguous=layout != "strided")
                 if layout == "misaligned":
-                    q, k, v = _misaligned(q), _misaligned(k), _misaligned(v)
+                    q, k, v = misaligned(q), misaligned(k), misaligned(v)
                 do = ones.expand(2, 3, 203, 64) if layout == "stride-0 dO" else None
                 with python_launches() as calls:
                     check_against_reference(flash_attention_triton, q, k, v, True, TOL[torch.bfloat16], do=do,
