@@ -10,7 +10,7 @@ Ours (:data:`OURS`):
     naive          the textbook formula, materialises the score matrix (reference.py)
     flash_pytorch  FlashAttention-2 tiled in plain PyTorch (flash_pytorch.py)
     flash_triton   FlashAttention-2 forward and backward in Triton (the package flash_triton/); an eager call on a
-                   GPU launches the kernels from C++ (flash_triton/host.py)
+                   GPU launches the kernels from C++ (its host module, host.cpp)
     flash_triton_python  the same kernels launched from Python on every call: the host path before the C++ one
     flash_cpp      FlashAttention-2 as a C++ operator with a C++ autograd node, CPU kernels (flash_cpp/)
     flash_cuda     the same operator with its CUDA C++ kernels: tensor-core products, fp16/bf16, head dims 64 and 128
