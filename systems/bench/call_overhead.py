@@ -190,6 +190,7 @@ def call_floor(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 300
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(0)
     q, k, v = (torch.randn(*shape, device=device, dtype=TENSOR_DTYPES[dtype], requires_grad=True) for _ in "qkv")
+    why_not = {impl: unavailable(impl, device, q.dtype, shape[-1]) for impl in impls}  # once per implementation
     rows = []
     for impl, mode in tqdm([(i, m) for i in impls for m in modes], desc="per-call floor"):
         torch._dynamo.reset()
@@ -200,8 +201,8 @@ def call_floor(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 300
             torch.autograd.grad(attend(q, k, v, is_causal).sum(), (q, k, v))
 
         try:
-            if unavailable(impl, device, q.dtype, shape[-1]):
-                raise Unavailable(impl)
+            if why_not[impl]:
+                raise Unavailable(f"{impl} {why_not[impl]}")
             fn = graphed(step) if mode == "CUDA graph" else step
             for _ in range(3):  # compile, tune
                 fn()
