@@ -63,14 +63,10 @@ def flash_attention_triton(
     An eager call on a GPU without ``config`` launches the kernels from C++ (:mod:`.host`), where that path builds;
     with a ``config`` (whose switches the Python launcher reads), under ``torch.compile`` and elsewhere, through
     :class:`FlashAttentionTriton`."""
-    if config is None and q.is_cuda and not torch.compiler.is_compiling() and (host.READY or _host_builds()):
+    if config is None and q.is_cuda and not torch.compiler.is_compiling() and (host.READY or not host.unavailable()):
         _checked(q, k, v, is_causal)
         return torch.ops.systems_flash.triton_attention(as_4d(q), as_4d(k), as_4d(v), is_causal).view(q.shape)
     return FlashAttentionTriton.apply(q, k, v, is_causal, config)
-
-
-def _host_builds() -> bool:
-    return not INTERPRET and host.unavailable() is None
 
 
 def flash_attention_triton_python(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False
