@@ -170,23 +170,36 @@ __device__ __forceinline__ void as_a(uint32_t (&a)[4], const float (&c)[TILES][4
   a[3] = Element<T>::pack(c[2 * kk + 1][2], c[2 * kk + 1][3]);
 }
 
-// acc += C B for a warp's 16 rows: C, fp32 fragments of K_TILES x 8 columns, rounded to T as the A operand (P, dS);
-// B a shared tile of K_TILES x 8 rows (k) by HEAD_DIM columns (V, K, dO, Q).
-template <int HEAD_DIM, int K_TILES, typename T>
-__device__ __forceinline__ void add_product(float (&acc)[HEAD_DIM / 8][4], const float (&c)[K_TILES][4],
-                                            const T* b_tile, int lane) {
+// acc += C B for a warp's M_TILES x 16 rows: C, fp32 fragments of K_TILES x 8 columns per 16 rows, rounded to T as
+// the A operand (P, dS); B a shared tile of K_TILES x 8 rows (k) by HEAD_DIM columns (V, K, dO, Q). Each B fragment
+// read from shared memory feeds the products of all M_TILES row tiles.
+template <int HEAD_DIM, int K_TILES, int M_TILES, typename T>
+__device__ __forceinline__ void add_products(float (&acc)[M_TILES][HEAD_DIM / 8][4],
+                                             const float (&c)[M_TILES][K_TILES][4], const T* b_tile, int lane) {
 #pragma unroll
   for (int kk = 0; kk < K_TILES / 2; ++kk) {
-    uint32_t a[4];
-    as_a<K_TILES, T>(a, c, kk);
+    uint32_t a[M_TILES][4];
+#pragma unroll
+    for (int mi = 0; mi < M_TILES; ++mi) as_a<K_TILES, T>(a[mi], c[mi], kk);
 #pragma unroll
     for (int n = 0; n < HEAD_DIM / 16; ++n) {
       uint32_t b[4];
       load_b_rows_are_k<HEAD_DIM>(b, b_tile, kk * 16, n * 16, lane);
-      Element<T>::mma(acc[2 * n], a, b[0], b[1]);
-      Element<T>::mma(acc[2 * n + 1], a, b[2], b[3]);
+#pragma unroll
+      for (int mi = 0; mi < M_TILES; ++mi) {
+        Element<T>::mma(acc[mi][2 * n], a[mi], b[0], b[1]);
+        Element<T>::mma(acc[mi][2 * n + 1], a[mi], b[2], b[3]);
+      }
     }
   }
+}
+
+// The same for a warp's 16 rows.
+template <int HEAD_DIM, int K_TILES, typename T>
+__device__ __forceinline__ void add_product(float (&acc)[HEAD_DIM / 8][4], const float (&c)[K_TILES][4],
+                                            const T* b_tile, int lane) {
+  add_products<HEAD_DIM, K_TILES, 1>(reinterpret_cast<float(&)[1][HEAD_DIM / 8][4]>(acc),
+                                     reinterpret_cast<const float(&)[1][K_TILES][4]>(c), b_tile, lane);
 }
 
 // ---- global to shared, asynchronously ----
@@ -208,11 +221,13 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 
 // Rows row0..row0+ROWS-1 of an (n_rows, HEAD_DIM) matrix into a swizzled shared tile, 16 bytes per copy, the threads
-// of the block taking consecutive chunks (coalesced reads); rows past n_rows are zeros.
+// of the block taking consecutive chunks (coalesced reads); rows past n_rows are zeros. The copies are a loop, not
+// unrolled: unrolled, each copy's addresses are kept in registers across the key loop, and the forward's 32 rows a
+// warp spilled.
 template <int ROWS, int HEAD_DIM, int THREADS, typename T>
 __device__ __forceinline__ void load_tile(T* tile, const T* matrix, int64_t row_stride, int row0, int n_rows) {
   constexpr int CHUNKS = HEAD_DIM / 8;
-#pragma unroll
+#pragma unroll 1
   for (int c = threadIdx.x; c < ROWS * CHUNKS; c += THREADS) {
     const int row = c / CHUNKS, col = (c % CHUNKS) * 8;
     const bool inside = row0 + row < n_rows;

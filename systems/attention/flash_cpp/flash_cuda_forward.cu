@@ -2,10 +2,12 @@
 // steps of the Triton kernel (systems/attention/flash_triton/kernels.py, flash_fwd_kernel) and of the PyTorch
 // version (flash_pytorch.py).
 //
-// A block of NUM_WARPS warps owns BLOCK_Q = 16 NUM_WARPS queries of one (batch, head); each warp owns 16 of them and
-// keeps, in registers, its rows of Q (as mma A fragments), the running maximum m_i and sum l_i of each row and the
-// output acc (fp32). The block walks the key tiles of BLOCK_K keys: K and V tiles are copied into shared memory two
-// stages deep (cp.async), so the next tile's copy runs while the tensor cores multiply this one. Per tile:
+// A block of NUM_WARPS warps owns BLOCK_Q = 16 M_TILES NUM_WARPS queries of one (batch, head); each warp owns
+// 16 M_TILES of them and keeps, in registers, the running maximum m_i and sum l_i of each row and the output acc
+// (fp32). Each K or V fragment a warp reads from shared memory feeds the products of all its M_TILES row tiles, so
+// more rows per warp means fewer shared-memory reads per product (FlashAttention-2 gives a warp 32 rows too).
+// The block walks the key tiles of BLOCK_K keys: K and V tiles are copied into shared memory two stages deep
+// (cp.async), so the next tile's copy runs while the tensor cores multiply this one. Per tile:
 //   S = Q K^T                                 (scores; masked to -inf past the keys' end and, causal, above
 //                                              the diagonal, on the tiles that reach them only)
 //   m_new = max(m_i, rowmax(S) scale log2e);  P = exp2(S scale log2e - m_new)
@@ -16,11 +18,11 @@
 
 namespace systems_flash_cuda {
 
-template <typename T, int HEAD_DIM, int NUM_WARPS, int BLOCK_K, bool CAUSAL>
+template <typename T, int HEAD_DIM, int NUM_WARPS, int M_TILES, int BLOCK_K, bool CAUSAL>
 __global__ void __launch_bounds__(NUM_WARPS * 32)
     flash_fwd_kernel(const Problem problem, const Rows Q, const Rows K, const Rows V, const Rows O, float* L) {
-  constexpr int BLOCK_Q = 16 * NUM_WARPS, THREADS = 32 * NUM_WARPS;
-  constexpr int S_TILES = BLOCK_K / 8, O_TILES = HEAD_DIM / 8;  // 8-column tiles of S and of O in a warp's rows
+  constexpr int WARP_ROWS = 16 * M_TILES, BLOCK_Q = WARP_ROWS * NUM_WARPS, THREADS = 32 * NUM_WARPS;
+  constexpr int S_TILES = BLOCK_K / 8, O_TILES = HEAD_DIM / 8;  // 8-column tiles of S and of O in 16 rows
   extern __shared__ __align__(128) unsigned char shared[];
   T* q_tile = reinterpret_cast<T*>(shared);  // (BLOCK_Q, HEAD_DIM)
   T* k_tiles = q_tile + BLOCK_Q * HEAD_DIM;   // two stages of (BLOCK_K, HEAD_DIM)
@@ -44,16 +46,17 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
   load_tile<BLOCK_K, HEAD_DIM, THREADS>(k_tiles, k, K.row_stride, 0, n_keys);
   load_tile<BLOCK_K, HEAD_DIM, THREADS>(v_tiles, v, V.row_stride, 0, n_keys);
   cp_async_commit();
-  cp_async_wait<1>();  // Q is in
-  __syncthreads();
-  uint32_t q_frag[HEAD_DIM / 16][4];  // this warp's 16 rows of Q, read once
-#pragma unroll
-  for (int kk = 0; kk < HEAD_DIM / 16; ++kk) load_a<HEAD_DIM>(q_frag[kk], q_tile, warp * 16, kk * 16, lane);
 
   const float qk_scale = problem.scale * LOG2E;
-  const int row = q0 + warp * 16 + g;  // this lane's rows: row and row + 8
-  float acc[O_TILES][4] = {};
-  float m_i[2] = {-INFINITY, -INFINITY}, l_i[2] = {0.f, 0.f};  // l_i: this lane's share of the row's sum
+  const int warp_row = warp * WARP_ROWS;      // this warp's first row in the tile
+  const int row = q0 + warp_row + g;          // this lane's rows: row + 16 mi and row + 16 mi + 8
+  float acc[M_TILES][O_TILES][4] = {};
+  float m_i[M_TILES][2], l_i[M_TILES][2];  // l_i: this lane's share of the row's sum
+#pragma unroll
+  for (int mi = 0; mi < M_TILES; ++mi) {
+    m_i[mi][0] = m_i[mi][1] = -INFINITY;
+    l_i[mi][0] = l_i[mi][1] = 0.f;
+  }
 
   for (int j = 0; j < n_tiles; ++j) {
     const int k0 = j * BLOCK_K;
@@ -61,78 +64,98 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
                                                                  n_tiles, n_keys);
     const T *k_tile = k_tiles + stage, *v_tile = v_tiles + stage;
 
-    float s[S_TILES][4] = {};  // S = Q K^T, (16, BLOCK_K) per warp, not yet scaled
+    // S = Q K^T, (16 M_TILES, BLOCK_K) per warp, not yet scaled; Q's fragments read from shared memory per k step
+    // (kept in registers across tiles, they would spill the S and acc of 32 rows)
+    float s[M_TILES][S_TILES][4] = {};
 #pragma unroll
     for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
+      uint32_t qa[M_TILES][4];
+#pragma unroll
+      for (int mi = 0; mi < M_TILES; ++mi) load_a<HEAD_DIM>(qa[mi], q_tile, warp_row + 16 * mi, kk * 16, lane);
 #pragma unroll
       for (int n = 0; n < S_TILES / 2; ++n) {
         uint32_t kb[4];
         load_b_rows_are_n<HEAD_DIM>(kb, k_tile, n * 16, kk * 16, lane);
-        Element<T>::mma(s[2 * n], q_frag[kk], kb[0], kb[1]);
-        Element<T>::mma(s[2 * n + 1], q_frag[kk], kb[2], kb[3]);
+#pragma unroll
+        for (int mi = 0; mi < M_TILES; ++mi) {
+          Element<T>::mma(s[mi][2 * n], qa[mi], kb[0], kb[1]);
+          Element<T>::mma(s[mi][2 * n + 1], qa[mi], kb[2], kb[3]);
+        }
       }
     }
     if (k0 + BLOCK_K > n_keys || (CAUSAL && k0 + BLOCK_K - 1 > q0)) {  // a tile on the diagonal or at the end
 #pragma unroll
-      for (int n = 0; n < S_TILES; ++n) {
+      for (int mi = 0; mi < M_TILES; ++mi) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = k0 + n * 8 + 2 * t + (e & 1), query = row + 8 * (e >> 1);
-          if (key >= n_keys || (CAUSAL && key > query)) s[n][e] = -INFINITY;
+        for (int n = 0; n < S_TILES; ++n) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int key = k0 + n * 8 + 2 * t + (e & 1), query = row + 16 * mi + 8 * (e >> 1);
+            if (key >= n_keys || (CAUSAL && key > query)) s[mi][n][e] = -INFINITY;
+          }
         }
       }
     }
 
     // the online softmax, in log2 units
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      float tile_max = -INFINITY;
+    for (int mi = 0; mi < M_TILES; ++mi) {
 #pragma unroll
-      for (int n = 0; n < S_TILES; ++n) tile_max = fmaxf(tile_max, fmaxf(s[n][2 * half], s[n][2 * half + 1]));
-      const float m_new = fmaxf(m_i[half], row_max(tile_max) * qk_scale);
-      const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row every key so far is masked for: no NaN
-      const float alpha = fast_exp2(m_i[half] - m_use);
-      m_i[half] = m_new;
-      float sum = 0.f;
+      for (int half = 0; half < 2; ++half) {
+        float tile_max = -INFINITY;
 #pragma unroll
-      for (int n = 0; n < S_TILES; ++n) {
+        for (int n = 0; n < S_TILES; ++n) tile_max = fmaxf(tile_max, fmaxf(s[mi][n][2 * half], s[mi][n][2 * half + 1]));
+        const float m_new = fmaxf(m_i[mi][half], row_max(tile_max) * qk_scale);
+        const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row every key so far is masked for: no NaN
+        const float alpha = fast_exp2(m_i[mi][half] - m_use);
+        m_i[mi][half] = m_new;
+        float sum = 0.f;
 #pragma unroll
-        for (int e = 2 * half; e < 2 * half + 2; ++e) {
-          s[n][e] = fast_exp2(fmaf(s[n][e], qk_scale, -m_use));  // P, in S's registers
-          sum += s[n][e];
+        for (int n = 0; n < S_TILES; ++n) {
+#pragma unroll
+          for (int e = 2 * half; e < 2 * half + 2; ++e) {
+            s[mi][n][e] = fast_exp2(fmaf(s[mi][n][e], qk_scale, -m_use));  // P, in S's registers
+            sum += s[mi][n][e];
+          }
         }
-      }
-      l_i[half] = l_i[half] * alpha + sum;
+        l_i[mi][half] = l_i[mi][half] * alpha + sum;
 #pragma unroll
-      for (int n = 0; n < O_TILES; ++n) {
-        acc[n][2 * half] *= alpha;
-        acc[n][2 * half + 1] *= alpha;
+        for (int n = 0; n < O_TILES; ++n) {
+          acc[mi][n][2 * half] *= alpha;
+          acc[mi][n][2 * half + 1] *= alpha;
+        }
       }
     }
 
-    add_product<HEAD_DIM>(acc, s, v_tile, lane);  // acc += P V, P straight from the registers that held S
+    add_products<HEAD_DIM>(acc, s, v_tile, lane);  // acc += P V, P straight from the registers that held S
     __syncthreads();  // every warp is done with this stage before the next step copies into it
   }
 
-  float inverse_l[2];
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const float l = row_sum(l_i[half]);
-    inverse_l[half] = 1.f / l;
-    const int r = row + 8 * half;
-    if (t == 0 && r < n_queries) L[(int64_t(b) * problem.heads + h) * n_queries + r] = (m_i[half] + log2f(l)) * LN2;
+  for (int mi = 0; mi < M_TILES; ++mi) {
+    float inverse_l[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float l = row_sum(l_i[mi][half]);
+      inverse_l[half] = 1.f / l;
+      const int r = row + 16 * mi + 8 * half;
+      if (t == 0 && r < n_queries) {
+        L[(int64_t(b) * problem.heads + h) * n_queries + r] = (m_i[mi][half] + log2f(l)) * LN2;
+      }
+    }
+    store_rows<O_TILES>(head_rows<T>(O, b, h), O.row_stride, acc[mi], row + 16 * mi, n_queries, t, inverse_l);
   }
-  store_rows<O_TILES>(head_rows<T>(O, b, h), O.row_stride, acc, row, n_queries, t, inverse_l);
 }
 
-// Tiles per head dim: BLOCK_Q = 128 queries (8 warps); the key tile as wide as the registers allow without spilling
-// (S and acc together: 64 + 32 floats a lane at head dim 64, 32 + 64 at 128).
+// Tiles per head dim: BLOCK_Q = 128 queries in 4 warps of 32 rows, as FlashAttention-2 has them on sm_80; the key
+// tile as wide as the registers allow without spilling (S and acc of 32 rows together: 128 + 64 floats a lane at
+// head dim 64, with 128 keys as FlashAttention-2; 32 + 128 at head dim 128, where its 64 keys spill ours).
 template <typename T, int HEAD_DIM, bool CAUSAL>
 cudaError_t launch_forward(const Problem& problem, Rows q, Rows k, Rows v, Rows o, float* L, cudaStream_t stream) {
-  constexpr int NUM_WARPS = 8, BLOCK_K = HEAD_DIM == 64 ? 128 : 64;
-  constexpr int BLOCK_Q = 16 * NUM_WARPS;
+  constexpr int NUM_WARPS = 4, M_TILES = 2, BLOCK_K = HEAD_DIM == 64 ? 128 : 32;
+  constexpr int BLOCK_Q = 16 * M_TILES * NUM_WARPS;
   constexpr int SHARED = (BLOCK_Q + 4 * BLOCK_K) * HEAD_DIM * sizeof(T);
-  constexpr auto kernel = flash_fwd_kernel<T, HEAD_DIM, NUM_WARPS, BLOCK_K, CAUSAL>;
+  constexpr auto kernel = flash_fwd_kernel<T, HEAD_DIM, NUM_WARPS, M_TILES, BLOCK_K, CAUSAL>;
   const cudaError_t error = allow_shared<kernel>(SHARED);
   if (error != cudaSuccess) return error;
   const dim3 grid((problem.n_queries + BLOCK_Q - 1) / BLOCK_Q, problem.heads, problem.batch);
