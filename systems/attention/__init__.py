@@ -34,7 +34,7 @@ from systems.triton_interpreter import triton_unavailable
 
 AttentionFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool], torch.Tensor]
 
-OURS = ("naive", "flash_pytorch", "flash_triton", "flash_triton_python", "flash_cpp", "flash_cuda")
+OURS = ("naive", "flash_pytorch", "flash_triton", "flash_triton_python", "flash_cpp", "flash_cuda", "flash_hopper")
 PEERS = ("sdpa", "sdpa_flash", "sdpa_cudnn", "flex")
 
 # name -> "module:attribute", imported on first use
@@ -45,6 +45,7 @@ _REGISTRY: dict[str, str] = {
     "flash_triton_python": "systems.attention.flash_triton:flash_attention_triton_python",
     "flash_cpp": "systems.attention.flash_cpp:flash_attention_cpp",
     "flash_cuda": "systems.attention.flash_cpp:flash_attention_cuda",
+    "flash_hopper": "systems.attention.flash_cpp.hopper:flash_attention_hopper",
     "sdpa": "systems.attention.peers:sdpa",
     "sdpa_flash": "systems.attention.peers:sdpa_flash",
     "sdpa_cudnn": "systems.attention.peers:sdpa_cudnn",
@@ -68,10 +69,10 @@ def unavailable(name: str, device: torch.device, dtype: torch.dtype, head_dim: i
     asks before it builds a model. Ours by their documented limits (the FlashAttention kernels take head dims 16..128;
     the Triton one needs a GPU or Triton's interpreter, which cannot compute bf16; the C++ operator runs on the CPU and
     is built on first use, which needs a compiler; its CUDA kernels need a GPU of compute capability 8.0, nvcc, fp16 or
-    bf16 and head dim 64 or 128); PyTorch's SDPA back ends by
+    bf16 and head dim 64 or 128; the Hopper one an sm_90 GPU and nvcc); PyTorch's SDPA back ends by
     asking them to run once on a tiny input, so their own rules (dtypes, head dims, devices) answer."""
     get_attention(name)  # an unknown name is refused with the choices
-    if name in ("flash_pytorch", "flash_triton", "flash_triton_python", "flash_cpp", "flash_cuda"):
+    if name in ("flash_pytorch", "flash_triton", "flash_triton_python", "flash_cpp", "flash_cuda", "flash_hopper"):
         from systems.attention._checks import MAX_HEAD_DIM, MIN_HEAD_DIM
 
         if not MIN_HEAD_DIM <= head_dim <= MAX_HEAD_DIM:
@@ -90,6 +91,12 @@ def unavailable(name: str, device: torch.device, dtype: torch.dtype, head_dim: i
         from systems.attention.flash_cpp import cuda_unavailable, cuda_unsupported
 
         why = cuda_unavailable(device) or cuda_unsupported(dtype, head_dim)
+        if why:
+            return why
+    if name == "flash_hopper":
+        from systems.attention.flash_cpp.hopper import unavailable as hopper_unavailable
+
+        why = hopper_unavailable(device)
         if why:
             return why
     if name in ("sdpa_flash", "sdpa_cudnn"):

@@ -1,7 +1,9 @@
-"""The Hopper kernels (:mod:`systems.attention.flash_hopper`) timed beside SDPA's cuDNN and FlashAttention-2 back ends
-and our Triton kernels, in one process (a GPU with sm_90 needed): the forward's variants, and the backward alone.
+"""The Hopper kernels timed beside SDPA's cuDNN and FlashAttention-2 back ends and our Triton kernels, in one process
+(a GPU with sm_90 needed): the forward's variants, in CUDA C++ (:mod:`systems.attention.flash_cpp.hopper`: the ring's
+depth, ping-pong on or off) and in Gluon (:mod:`systems.attention.flash_hopper`), and the Gluon backward alone.
 
     python -m systems.bench.hopper --json hopper.json
+    python -m systems.bench.hopper --passes forward --without-gluon
 
 Every point is ``triton.testing.do_bench``'s median; each result is compared with cuDNN's (the largest difference
 relative to cuDNN's largest value, over O or over dQ, dK and dV) so a fast wrong kernel shows. TFLOP/s counts the
@@ -19,6 +21,7 @@ import pandas as pd
 import torch
 import triton
 
+from systems.attention.flash_cpp.hopper import forward_hopper_cuda
 from systems.attention.flash_hopper import BACKWARD_TILES, VARIANTS, BackwardTiles, backward_hopper, forward_hopper
 from systems.attention.flash_triton import flash_attention_triton, flash_forward_triton
 from systems.attention.peers import sdpa_cudnn, sdpa_flash
@@ -52,15 +55,27 @@ def _row(shape, causal, impl, ms, flops, err) -> dict:
             "err_vs_cudnn": err}
 
 
-def forward_variants(shapes=SHAPES, rep_ms: int = 200) -> pd.DataFrame:
+# the CUDA C++ forward's ablation: (ring depth, ping-pong), the default first
+CUDA_VARIANTS = ((2, True), (2, False), (3, True), (3, False))
+
+
+def _cuda_variants() -> dict:
+    return {f"CUDA C++, {stages} stages{', ping-pong' if pingpong else ''}":
+            (lambda q, k, v, c, s=stages, p=pingpong: forward_hopper_cuda(q, k, v, c, s, p)[0])
+            for stages, pingpong in CUDA_VARIANTS}
+
+
+def forward_variants(shapes=SHAPES, rep_ms: int = 200, gluon: bool = True) -> pd.DataFrame:
     """One row per (shape, implementation) of the forward: ms, TFLOP/s and the difference from cuDNN's output."""
     rows = []
     for (B, H, n, d), causal in shapes:
         q, k, v = (_model_layout(B, H, n, d) for _ in range(3))
         flops = attention_flops(n, n, d, B * H, causal, "fwd")
         want = sdpa_cudnn(q, k, v, causal)
-        calls = _peers() | {f"Gluon, {name}": (lambda q, k, v, c, var=var: forward_hopper(q, k, v, c, var)[0])
-                            for name, var in VARIANTS.items()}
+        calls = _peers() | _cuda_variants()
+        if gluon:
+            calls |= {f"Gluon, {name}": (lambda q, k, v, c, var=var: forward_hopper(q, k, v, c, var)[0])
+                      for name, var in VARIANTS.items()}
         for impl, call in calls.items():
             err = _relative_error([call(q, k, v, causal)], [want])
             ms = triton.testing.do_bench(lambda: call(q, k, v, causal), rep=rep_ms, return_mode="median")
@@ -127,13 +142,14 @@ def main(argv: list[str] | None = None) -> dict[str, pd.DataFrame]:
     p.add_argument("--rep", type=integer(1), default=200, help="do_bench's repetitions, in ms")
     p.add_argument("--passes", choices=("forward", "backward", "both", "tiles"), default="both",
                    help="tiles: the backward at each of its tiles tried")
+    p.add_argument("--without-gluon", action="store_true", help="the forward's CUDA C++ variants only, not Gluon's")
     p.add_argument("--json", help="write the rows (with provenance) here")
     args = p.parse_args(argv)
     if not (torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)):
         p.error("the Hopper kernels need a Hopper GPU (sm_90)")
     tables = {}
     if args.passes in ("forward", "both"):
-        tables["forward"] = forward_variants(rep_ms=args.rep)
+        tables["forward"] = forward_variants(rep_ms=args.rep, gluon=not args.without_gluon)
     if args.passes in ("backward", "both"):
         tables["backward"] = backward_kernels(rep_ms=args.rep)
     if args.passes == "tiles":

@@ -189,6 +189,12 @@ std::tuple<Tensor, Tensor> forward_meta(const Tensor& q, const Tensor& k, const 
           at::empty_symint({q.sym_size(0), q.sym_size(1), q.sym_size(2)}, q.options().dtype(accumulate_type(q)))};
 }
 
+// the Hopper forward's ablation (flash_hopper_ops.cpp): the same outputs
+std::tuple<Tensor, Tensor> hopper_variant_meta(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal,
+                                               int64_t stages, bool pingpong) {
+  return forward_meta(q, k, v, is_causal);
+}
+
 std::tuple<Tensor, Tensor, Tensor> backward_meta(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                                                  const Tensor& dout, const Tensor& L, bool is_causal) {
   return {at::empty_like(q), at::empty_like(k), at::empty_like(v)};
@@ -207,6 +213,12 @@ TORCH_LIBRARY(systems_flash, m) {
   m.def("backward(Tensor q, Tensor k, Tensor v, Tensor o, Tensor dout, Tensor L, bool is_causal) "
         "-> (Tensor, Tensor, Tensor)");
   m.def("attention(Tensor q, Tensor k, Tensor v, bool is_causal) -> Tensor");
+  // the forward written for Hopper (flash_hopper_ops.cpp, built on sm_90 GPUs only) and its ablation; its attention
+  // takes the backward of the Triton kernels launched from C++ (../flash_triton/host.cpp)
+  m.def("hopper_forward(Tensor q, Tensor k, Tensor v, bool is_causal) -> (Tensor, Tensor)");
+  m.def("hopper_forward_variant(Tensor q, Tensor k, Tensor v, bool is_causal, int stages, bool pingpong) "
+        "-> (Tensor, Tensor)");
+  m.def("hopper_attention(Tensor q, Tensor k, Tensor v, bool is_causal) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(systems_flash, CPU, m) {
@@ -217,6 +229,8 @@ TORCH_LIBRARY_IMPL(systems_flash, CPU, m) {
 TORCH_LIBRARY_IMPL(systems_flash, Meta, m) {
   m.impl("forward", &forward_meta);
   m.impl("backward", &backward_meta);
+  m.impl("hopper_forward", &forward_meta);
+  m.impl("hopper_forward_variant", &hopper_variant_meta);
 }
 
 TORCH_LIBRARY_IMPL(systems_flash, CompositeExplicitAutograd, m) {

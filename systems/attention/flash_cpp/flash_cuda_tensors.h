@@ -1,0 +1,68 @@
+// What the CUDA kernels' operators (flash_cuda_ops.cpp, flash_hopper_ops.cpp) need of a tensor: the inputs checked,
+// the layouts the kernels read and write (a tensor that is not so copied), the outputs laid out as the Meta kernels
+// promise torch.compile, and the kernels' view of a tensor and of the problem.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <cstdint>
+#include <tuple>
+
+#include "flash_checks.h"
+#include "flash_cuda.h"
+
+namespace systems_flash_cuda_tensors {
+
+using at::Tensor;
+namespace cuda = systems_flash_cuda;
+
+inline void check_cuda_inputs(const Tensor& q, const Tensor& k, const Tensor& v) {
+  systems_flash::check_inputs(q, k, v);
+  TORCH_CHECK(q.is_cuda(), "systems_flash (CUDA): q, k, v must be CUDA tensors");
+  TORCH_CHECK(q.scalar_type() == at::kHalf || q.scalar_type() == at::kBFloat16,
+              "systems_flash (CUDA): the kernels compute in float16 or bfloat16, as FlashAttention-2 does; got ",
+              q.scalar_type());
+  TORCH_CHECK(cuda::supported_head_dim(static_cast<int>(q.size(3))),
+              "systems_flash (CUDA): the kernels take head dims 64 and 128; got ", q.size(3));
+  TORCH_CHECK(q.size(2) >= 1 && k.size(2) >= 1, "systems_flash (CUDA): sequence lengths must be at least 1");
+  TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "systems_flash (CUDA): at most 65535 batches and heads");
+}
+
+// Whether the kernels can read or write `t` where it is: unit stride along the head dim and 16-byte rows (strides of
+// dimensions of size 1 never move a pointer, so they do not count).
+inline bool kernel_layout(const Tensor& t) {
+  if (t.stride(3) != 1 || reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 != 0) return false;
+  for (int dim = 0; dim < 3; ++dim) {
+    if (t.size(dim) > 1 && t.stride(dim) % 8 != 0) return false;
+  }
+  return true;
+}
+
+inline Tensor readable(const Tensor& t) { return kernel_layout(t) ? t : t.contiguous(); }
+
+// An output shaped and laid out as at::empty_like(like), what the Meta kernels return; and where the kernel writes
+// it: the output itself, or (when that layout is one the kernels cannot write) a contiguous buffer copied over.
+inline std::tuple<Tensor, Tensor> output_like(const Tensor& like) {
+  Tensor out = at::empty_like(like);
+  return {out, kernel_layout(out) ? out : at::empty(like.sizes(), like.options())};
+}
+
+inline void settle(const Tensor& out, const Tensor& written) {
+  if (!written.is_same(out)) out.copy_(written);
+}
+
+inline cuda::Rows rows(const Tensor& t) { return {t.data_ptr(), t.stride(0), t.stride(1), t.stride(2)}; }
+
+inline cuda::Problem problem(const Tensor& q, const Tensor& k, bool is_causal) {
+  const int d = static_cast<int>(q.size(3));
+  return {static_cast<int>(q.size(0)), static_cast<int>(q.size(1)), static_cast<int>(q.size(2)),
+          static_cast<int>(k.size(2)), d, is_causal, static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))),
+          q.scalar_type() == at::kBFloat16 ? cuda::DType::BFloat16 : cuda::DType::Float16};
+}
+
+inline void check_launch(cudaError_t error) {
+  TORCH_CHECK(error == cudaSuccess, "systems_flash (CUDA): kernel launch failed: ", cudaGetErrorString(error));
+}
+
+}  // namespace systems_flash_cuda_tensors

@@ -1,0 +1,22 @@
+// The Hopper forward's interface to the operator (flash_hopper_ops.cpp): the same plain pointers and strides as the
+// mma.sync kernels' (flash_cuda.h), so it too compiles with nvcc alone.
+#pragma once
+
+#include "flash_cuda.h"
+
+namespace systems_flash_hopper {
+
+// How the forward runs, for the ablation: the depth of the ring of K and V stages (2 or 3), and whether the two
+// consumer warpgroups take turns at the tensor cores.
+struct Variant {
+  int stages = 2;
+  bool pingpong = true;
+};
+
+// O and the log-sum-exp L (fp32, (B, H, Nq) contiguous, natural log) from Q, K, V, whose rows the copy engine reads
+// (16-byte aligned data and strides). Returns the launch's error.
+cudaError_t forward(const systems_flash_cuda::Problem& problem, systems_flash_cuda::Rows q, systems_flash_cuda::Rows k,
+                    systems_flash_cuda::Rows v, systems_flash_cuda::Rows o, float* L, cudaStream_t stream,
+                    const Variant& variant = {});
+
+}  // namespace systems_flash_hopper

@@ -1,0 +1,66 @@
+// The CUDA kernel of the op systems_flash::hopper_forward (declared with its Meta kernel in flash.cpp; the kernel in
+// flash_hopper_forward.cu, built for sm_90a only) and of hopper_forward_variant, the same forward with its ring depth
+// and ping-pong chosen for the ablation. hopper_attention ties the forward to the Triton kernels' backward launched
+// from C++ (systems_flash::triton_backward, ../flash_triton/host.cpp) under the C++ autograd node of flash_autograd.h.
+
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include <tuple>
+
+#include "flash_autograd.h"
+#include "flash_cuda_tensors.h"
+#include "flash_hopper.h"
+
+namespace {
+
+using at::Tensor;
+using namespace systems_flash_cuda_tensors;
+
+std::tuple<Tensor, Tensor> hopper_forward_variant(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                                  bool is_causal, int64_t stages, bool pingpong) {
+  check_cuda_inputs(q_in, k_in, v_in);
+  TORCH_CHECK(stages == 2 || stages == 3, "systems_flash (Hopper): the ring of K and V stages is 2 or 3 deep, not ",
+              stages);
+  const c10::cuda::CUDAGuard device(q_in.device());
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, q_in.get_device());
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, q_in.get_device());
+  TORCH_CHECK(major == 9 && minor == 0, "systems_flash (Hopper): the kernel is built for sm_90a (H100, H200); this "
+              "GPU is ", major, ".", minor);
+  const Tensor q = readable(q_in), k = readable(k_in), v = readable(v_in);
+  auto [o, o_written] = output_like(q_in);
+  Tensor L = at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(at::kFloat));
+  check_launch(systems_flash_hopper::forward(problem(q, k, is_causal), rows(q), rows(k), rows(v), rows(o_written),
+                                             L.data_ptr<float>(), c10::cuda::getCurrentCUDAStream(),
+                                             {static_cast<int>(stages), pingpong}));
+  settle(o, o_written);
+  return {o, L};
+}
+
+std::tuple<Tensor, Tensor> hopper_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal) {
+  const systems_flash_hopper::Variant fastest;
+  return hopper_forward_variant(q, k, v, is_causal, fastest.stages, fastest.pingpong);
+}
+
+struct HopperOps {
+  static constexpr const char* forward = "systems_flash::hopper_forward";
+  static constexpr const char* backward = "systems_flash::triton_backward";
+};
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(systems_flash, CUDA, m) {
+  m.impl("hopper_forward", &hopper_forward);
+  m.impl("hopper_forward_variant", &hopper_forward_variant);
+}
+
+TORCH_LIBRARY_IMPL(systems_flash, CompositeExplicitAutograd, m) {
+  m.impl("hopper_attention", &systems_flash::forward_only<HopperOps>);
+}
+
+TORCH_LIBRARY_IMPL(systems_flash, Autograd, m) {
+  m.impl("hopper_attention", &systems_flash::with_autograd<HopperOps>);
+}

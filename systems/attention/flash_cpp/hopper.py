@@ -1,0 +1,92 @@
+"""FlashAttention's forward written for Hopper in CUDA C++ (``flash_hopper_forward.cu``): the copy engine feeding a
+ring of shared-memory stages, two consumer warpgroups multiplying with asynchronous wgmma while their exponentials
+run, registers moved from the producer to the consumers, and the consumers taking turns at the tensor cores
+(FlashAttention-3's design). Registered as ``flash_hopper``: this forward, then the backward of the Triton kernels
+launched from C++ (``systems_flash::triton_backward``), both under one C++ autograd node
+(``torch.ops.systems_flash.hopper_attention``).
+
+It runs on sm_90 GPUs (H100, H200), bf16 and fp16, head dims 64 and 128; other inputs go to the portable Triton
+kernel. The kernel is built on first use for ``sm_90a`` (nvcc), beside the Triton kernels' C++ host path.
+
+    from systems.attention.flash_cpp.hopper import flash_attention_hopper, forward_hopper_cuda
+    o = flash_attention_hopper(q, k, v, is_causal=True)                           # with autograd
+    o, L = forward_hopper_cuda(q, k, v, is_causal=True, stages=3, pingpong=False)  # the ablation's forward alone
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from systems.attention._checks import as_4d, check_attention_inputs, check_is_causal
+from systems.attention.flash_cpp import CUDA_DTYPES, CUDA_HEAD_DIMS, HERE, build_extension, cuda_unsupported
+
+SOURCES = (HERE / "flash_hopper_ops.cpp", HERE / "flash_hopper_forward.cu")
+# wgmma and setmaxnreg need the architecture-specific target; naming it keeps PyTorch from adding its own
+ARCH_FLAGS = ("-gencode=arch=compute_90a,code=sm_90a",)
+HOPPER = (9, 0)
+_READY = False  # set once built: a call then checks nothing more
+
+
+@functools.cache
+def _build() -> str | None:
+    """The operator's schemas, the Triton kernels' host path (the backward) and this kernel, once per process; None,
+    or why they could not be built."""
+    global _READY
+    from systems.attention import flash_cpp
+    from systems.attention.flash_triton import host
+
+    why = flash_cpp._build() or host.unavailable() or build_extension(
+        "systems_flash_hopper", SOURCES, "the Hopper FlashAttention kernel", extra_cuda_cflags=["-O3", *ARCH_FLAGS])
+    _READY = why is None
+    return why
+
+
+def unavailable(device: torch.device) -> str | None:
+    """Why the Hopper kernel cannot run on ``device``, or None (building it if it is not built yet)."""
+    if device.type != "cuda":
+        return f"runs on Hopper GPUs (its kernel is CUDA C++ for sm_90a), not on {device}"
+    if torch.version.cuda is None:
+        return "needs a PyTorch built with CUDA; this one is built for the CPU only"
+    if not torch.cuda.is_available():
+        return "needs a CUDA GPU, and none is visible"
+    capability = torch.cuda.get_device_capability(device)
+    if capability != HOPPER:
+        return (f"needs a Hopper GPU (compute capability 9.0: H100, H200); {torch.cuda.get_device_name(device)} is "
+                f"{capability[0]}.{capability[1]}")
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    if CUDA_HOME is None:
+        return "needs nvcc (the CUDA toolkit) to build its kernel, and none was found (set CUDA_HOME)"
+    return _build()
+
+
+def flash_attention_hopper(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False
+                           ) -> torch.Tensor:
+    """q (B, [H,] Nq, d), k, v (B, [H,] Nk, d) on an sm_90 GPU -> (B, [H,] Nq, d); causal masking is top-left
+    aligned. Inputs the kernel does not take (dtypes other than bf16 and fp16, head dims other than 64 and 128) go to
+    the portable Triton kernel."""
+    check_attention_inputs(q, k, v)
+    check_is_causal(is_causal)
+    if q.dtype not in CUDA_DTYPES or q.shape[-1] not in CUDA_HEAD_DIMS:
+        from systems.attention.flash_triton import flash_attention_triton
+
+        return flash_attention_triton(q, k, v, is_causal)
+    why = unavailable(q.device) if not _READY or q.device.type != "cuda" else None
+    if why:
+        raise RuntimeError(f"flash_hopper {why}")
+    return torch.ops.systems_flash.hopper_attention(as_4d(q), as_4d(k), as_4d(v), is_causal).view(q.shape)
+
+
+def forward_hopper_cuda(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False, stages: int = 2,
+                        pingpong: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """The forward alone, no autograd, with the ring depth (2 or 3) and the ping-pong chosen: O like q and the
+    log-sum-exp L (B, [H,] Nq) in fp32, natural log."""
+    check_attention_inputs(q, k, v)
+    check_is_causal(is_causal)
+    why = unavailable(q.device) or cuda_unsupported(q.dtype, q.shape[-1])
+    if why:
+        raise ValueError(f"flash_hopper {why}")
+    o, L = torch.ops.systems_flash.hopper_forward_variant(as_4d(q), as_4d(k), as_4d(v), is_causal, stages, pingpong)
+    return o.view(q.shape), L.view(q.shape[:-1])

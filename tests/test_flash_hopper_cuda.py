@@ -1,0 +1,168 @@
+"""FlashAttention's forward written for Hopper in CUDA C++ (systems.attention.flash_cpp.hopper, registered as
+flash_hopper), with the Triton kernels' backward behind the same C++ autograd node.
+
+On any machine with nvcc: every kernel instantiation compiled for sm_90a without spilling and without ptxas
+serialising the asynchronous products; the reasons the name gives where it cannot run. On an sm_90 GPU: every output
+against the float64 oracle at the held-out kinds of shapes the other kernels are tested at, for each variant of the
+ablation; PyTorch's checks of the ops; torch.compile with lengths that change; a model against naive attention; the
+CS336 attention tests' procedure."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+import torch
+from flash_common import (GPU_CASES, TOL, assert_close_to, check_against_reference, check_compiled_at_changing_lengths,
+                          make_qkv, reference)
+from test_flash_cuda import NVCC, SOURCES
+
+from systems.attention import unavailable
+from systems.attention._checks import as_4d
+from systems.attention.flash_cpp import hopper
+from systems.attention.flash_cpp.hopper import flash_attention_hopper, forward_hopper_cuda
+from systems.attention.reference import naive_attention
+from systems.model import TransformerLM, preset
+
+HOPPER = pytest.mark.skipif(not (torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)),
+                            reason="needs a Hopper GPU (sm_90)")
+VARIANTS = [(2, True), (2, False), (3, True), (3, False)]  # (stages, pingpong)
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit) to compile the kernel")
+def test_kernels_compile_for_sm90a_without_spilling_or_serialising(tmp_path):
+    run = subprocess.run([NVCC, "-std=c++17", "-O3", "-cubin", *hopper.ARCH_FLAGS, "-Xptxas", "-v",
+                          str(SOURCES / "flash_hopper_forward.cu"), "-o", str(tmp_path / "kernel.cubin")],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    entries = re.findall(r"Compiling entry function '(\w+)'", run.stderr)
+    assert len(entries) == 32, entries  # 2 dtypes x 2 head dims x 2 ring depths x causal or not x ping-pong or not
+    spilled = [int(n) for n in re.findall(r"(\d+) bytes spill stores", run.stderr)]
+    assert len(spilled) == len(entries) and not any(spilled), run.stderr
+    assert "warning" not in run.stderr, run.stderr  # C7512/C7514: wgmma serialised, C7508: setmaxnreg ignored
+
+
+def test_the_name_says_why_it_cannot_run(monkeypatch):
+    assert unavailable("flash_hopper", torch.device("cpu"), torch.bfloat16, 64) == \
+        "runs on Hopper GPUs (its kernel is CUDA C++ for sm_90a), not on cpu"
+    with pytest.raises(RuntimeError, match="flash_hopper runs on Hopper GPUs"):
+        flash_attention_hopper(*(torch.randn(2, 8, 64, dtype=torch.bfloat16),) * 3)
+    gpu = torch.device("cuda", 0)
+    monkeypatch.setattr(hopper, "_build", lambda: pytest.fail("a reason needed a build"))
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA A100-SXM4-80GB")
+    assert hopper.unavailable(gpu) == "needs a Hopper GPU (compute capability 9.0: H100, H200); NVIDIA " \
+                                      "A100-SXM4-80GB is 8.0"
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr("torch.utils.cpp_extension.CUDA_HOME", None)
+    assert hopper.unavailable(gpu) == "needs nvcc (the CUDA toolkit) to build its kernel, and none was found " \
+                                      "(set CUDA_HOME)"
+
+
+def test_inputs_the_kernel_does_not_take_go_to_the_portable_kernel(monkeypatch):
+    calls = []
+    monkeypatch.setattr("systems.attention.flash_triton.flash_attention_triton",
+                        lambda q, k, v, is_causal: calls.append((q.dtype, q.shape[-1], is_causal)) or q)
+    q = torch.randn(1, 2, 16, 96, dtype=torch.bfloat16)
+    flash_attention_hopper(q, q, q, True)
+    q = torch.randn(1, 2, 16, 64)
+    flash_attention_hopper(q, q, q, False)
+    assert calls == [(torch.bfloat16, 96, True), (torch.float32, 64, False)]
+
+
+# ---- on the GPU ----
+
+def logsumexp(q, k, v, is_causal):
+    """L from the forward op itself: the C++ autograd node keeps its saved tensors out of Python's reach."""
+    _, L = torch.ops.systems_flash.hopper_forward(as_4d(q.detach()), as_4d(k.detach()), as_4d(v.detach()), is_causal)
+    return L.view(q.shape[:-1])
+
+
+# the shapes every GPU kernel is held to, and beside them: one query against many keys, whole tiles only, a long pair
+# at both head dims (several trips round the ring of stages), and batch x heads past the grid's first dimension
+CASES = GPU_CASES + [((2,), 1, 257, 128, torch.float16, True), ((1, 2), 256, 256, 64, torch.float16, True),
+                     ((1, 2), 2048, 2048, 128, torch.bfloat16, True), ((1, 2), 1500, 1700, 64, torch.bfloat16, True),
+                     ((8, 64), 65, 65, 64, torch.bfloat16, True)]
+IDS = [f"{c[1]}x{c[2]}-d{c[3]}-{str(c[4])[6:]}" for c in CASES]
+
+
+@pytest.mark.gpu
+@HOPPER
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("case", range(len(CASES)), ids=IDS)
+def test_gpu_forward_variants_match_the_oracle(case, is_causal):
+    batch, n_q, n_k, d, dtype, contiguous = CASES[case]
+    q, k, v = (t.detach() for t in make_qkv(batch, n_q, n_k, d, dtype=dtype, contiguous=contiguous))
+    want_o, want_L, *_ = reference(q, k, v, torch.zeros_like(q), is_causal)
+    for stages, pingpong in VARIANTS:
+        o, L = forward_hopper_cuda(q, k, v, is_causal, stages, pingpong)
+        assert_close_to(o, want_o, TOL[dtype], f"O, {stages} stages, ping-pong {pingpong}")
+        assert_close_to(L, want_L, TOL[dtype], f"L, {stages} stages, ping-pong {pingpong}")
+
+
+@pytest.mark.gpu
+@HOPPER
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("case", range(len(CASES)), ids=IDS)
+def test_gpu_attention_matches_the_oracle(case, is_causal):
+    batch, n_q, n_k, d, dtype, contiguous = CASES[case]
+    q, k, v = make_qkv(batch, n_q, n_k, d, dtype=dtype, contiguous=contiguous)
+    check_against_reference(flash_attention_hopper, q, k, v, is_causal, TOL[dtype], logsumexp=logsumexp)
+
+
+@pytest.mark.gpu
+@HOPPER
+def test_gpu_the_operators_pass_pytorchs_checks():
+    q, k, v = (torch.randn(2, 2, 77, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    for causal in (False, True):
+        torch.library.opcheck(torch.ops.systems_flash.hopper_attention.default, (q, k, v, causal))
+        torch.library.opcheck(torch.ops.systems_flash.hopper_forward.default,
+                              (q.detach(), k.detach(), v.detach(), causal))
+    with pytest.raises(RuntimeError, match="2 or 3 deep, not 4"):
+        torch.ops.systems_flash.hopper_forward_variant(q.detach(), k.detach(), v.detach(), True, 4, True)
+
+
+@pytest.mark.gpu
+@HOPPER
+@pytest.mark.parametrize("dynamic", [None, True], ids=["recompile", "dynamic"])
+def test_gpu_compiled_with_lengths_that_change(dynamic):
+    check_compiled_at_changing_lengths(flash_attention_hopper, (((2, 4), 64), ((2, 4), 96), ((1, 4), 130),
+                                                                ((3, 2), 17)),
+                                       128, TOL[torch.bfloat16], dtype=torch.bfloat16, dynamic=dynamic)
+
+
+@pytest.mark.gpu
+@HOPPER
+def test_gpu_model_matches_naive_attention_under_autocast():
+    tiny = dict(vocab_size=97, context_length=160, d_model=256, num_layers=2, num_heads=4, d_ff=384)  # head dim 64
+    tokens = torch.randint(0, 97, (2, 160), device="cuda")
+    logits = {}
+    for name in ("naive", "flash_hopper"):
+        torch.manual_seed(0)
+        model = TransformerLM(preset("small", attention=name, **tiny)).cuda()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits[name] = model(tokens)
+            logits[name].float().square().mean().backward()
+        assert all(torch.isfinite(p.grad).all() for p in model.parameters())
+    assert_close_to(logits["flash_hopper"], logits["naive"].double(), TOL[torch.bfloat16], "logits")
+
+
+@pytest.mark.gpu
+@HOPPER
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_gpu_the_cs336_attention_tests_with_bf16_inputs(is_causal):
+    # the course's test_attention.py procedure, (4, 128, 64) inputs from seed 0, in bf16 (the kernel's dtype): the
+    # output and the gradients against the naive formula in fp32 on the same values, within bf16's tolerance
+    torch.random.manual_seed(0)
+    q, k, v = (torch.randn(4, 128, 64, device="cuda").bfloat16().requires_grad_() for _ in range(3))
+    do = torch.randn(4, 128, 64, device="cuda").bfloat16()
+    o = flash_attention_hopper(q, k, v, is_causal)
+    exact = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    want = naive_attention(*exact, is_causal)
+    torch.testing.assert_close(o.float(), want, rtol=2e-2, atol=2e-2)
+    got = torch.autograd.grad(o, (q, k, v), do)
+    for g, w in zip(got, torch.autograd.grad(want, exact, do.float())):
+        torch.testing.assert_close(g.float(), w, rtol=2e-2, atol=2e-2)
