@@ -147,14 +147,14 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
   }
 }
 
-// Tiles per head dim, BLOCK_Q = 128 queries either way. Head dim 64: 4 warps of 32 rows and 128 keys a tile, as
-// FlashAttention-2 has them on sm_80 (S and acc of 32 rows: 128 + 64 floats a lane). Head dim 128: there 32 rows a
-// warp fit the registers only with key tiles of 32, which ran slower on the H100 than 8 warps of 16 rows with key
-// tiles of 64 (book/log.md, 2026-11-25), so head dim 128 keeps the latter.
+// Tiles per head dim: BLOCK_Q = 128 queries in 4 warps of 32 rows, as FlashAttention-2 has them on sm_80; the key
+// tile as wide as the registers allow without spilling (S and acc of 32 rows together: 128 + 64 floats a lane at
+// head dim 64, with 128 keys as FlashAttention-2; 32 + 128 at head dim 128, where its 64 keys spill ours). On the
+// H100 this ran faster than 8 warps of 16 rows at head dim 64 and, of this kernel's two layouts, at 128 too
+// (book/log.md, 2026-11-25).
 template <typename T, int HEAD_DIM, bool CAUSAL>
 cudaError_t launch_forward(const Problem& problem, Rows q, Rows k, Rows v, Rows o, float* L, cudaStream_t stream) {
-  constexpr int NUM_WARPS = HEAD_DIM == 64 ? 4 : 8, M_TILES = HEAD_DIM == 64 ? 2 : 1;
-  constexpr int BLOCK_K = HEAD_DIM == 64 ? 128 : 64;
+  constexpr int NUM_WARPS = 4, M_TILES = 2, BLOCK_K = HEAD_DIM == 64 ? 128 : 32;
   constexpr int BLOCK_Q = 16 * M_TILES * NUM_WARPS;
   constexpr int SHARED = (BLOCK_Q + 4 * BLOCK_K) * HEAD_DIM * sizeof(T);
   constexpr auto kernel = flash_fwd_kernel<T, HEAD_DIM, NUM_WARPS, M_TILES, BLOCK_K, CAUSAL>;

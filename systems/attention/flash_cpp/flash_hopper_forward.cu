@@ -52,6 +52,16 @@ constexpr int PRODUCER_REGISTERS = 24, CONSUMER_REGISTERS = 240;  // 128 x 24 + 
 template <typename T>
 constexpr bool IS_BF16 = std::is_same_v<T, __nv_bfloat16>;
 
+template <typename T, int HEAD_DIM, int STAGES>
+struct Shared {  // the block's shared memory, 1024-byte aligned (the swizzle's period)
+  static constexpr int HALVES = HEAD_DIM / TILE_COLUMNS, TILE_BYTES = HALVES * HALF_BYTES;
+  alignas(1024) unsigned char q[TILE_BYTES];
+  alignas(1024) unsigned char k[STAGES][TILE_BYTES];
+  alignas(1024) unsigned char v[STAGES][TILE_BYTES];
+  uint64_t q_full, k_full[STAGES], v_full[STAGES], empty[STAGES];
+};
+
+// the device code below exists for sm_90a alone (wgmma, setmaxnreg); other passes compile an empty kernel
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // d (64 x 128, fp32) = or += A B from shared memory, A and B K-major (S = Q K^T): `accumulate` 0 starts from zero
 template <typename T>
@@ -165,14 +175,6 @@ __device__ __forceinline__ void give_turn(int consumer) {
   asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - consumer) : "memory");
 }
 
-template <typename T, int HEAD_DIM, int STAGES>
-struct Shared {  // the block's shared memory, 1024-byte aligned (the swizzle's period)
-  static constexpr int HALVES = HEAD_DIM / TILE_COLUMNS, TILE_BYTES = HALVES * HALF_BYTES;
-  alignas(1024) unsigned char q[TILE_BYTES];
-  alignas(1024) unsigned char k[STAGES][TILE_BYTES];
-  alignas(1024) unsigned char v[STAGES][TILE_BYTES];
-  uint64_t q_full, k_full[STAGES], v_full[STAGES], empty[STAGES];
-};
 
 // S = Q K^T for one consumer's 64 queries: HEAD_DIM / 16 products of k 16, each 32 bytes further along a row.
 template <typename T, int HEAD_DIM>
