@@ -19,12 +19,14 @@ from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selectiv
 
 RECOMPUTE = ("all", "keep_attention")
 # the ops whose outputs "keep_attention" keeps: SDPA's back ends, our Triton attention's forward ops (the custom op a
-# compiled model runs, the C++ operator an eager call on a GPU runs) and the C++ operator's (flash_cpp, flash_cuda).
+# compiled model runs, the C++ operator an eager call on a GPU runs) and the C++ operator's (flash_cpp, flash_cuda,
+# flash_hopper).
 # The Triton attention launched from Python (flash_triton_python) runs no op the policy can see.
 ATTENTION_OPS = frozenset({"aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_cudnn_attention",
                            "aten::_scaled_dot_product_efficient_attention",
                            "aten::_scaled_dot_product_flash_attention_for_cpu", "systems::flash_fwd",
-                           "systems_flash::triton_forward", "systems_flash::forward"})
+                           "systems_flash::triton_forward", "systems_flash::forward",
+                           "systems_flash::hopper_forward"})
 
 
 def _keep_attention(ctx, op, *args, **kwargs) -> CheckpointPolicy:

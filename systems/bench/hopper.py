@@ -55,14 +55,14 @@ def _row(shape, causal, impl, ms, flops, err) -> dict:
             "err_vs_cudnn": err}
 
 
-# the CUDA C++ forward's ablation: (ring depth, ping-pong), the default first
-CUDA_VARIANTS = ((2, True), (2, False), (3, True), (3, False))
+# the CUDA C++ forward's ablation: (ring depth, ping-pong, consumer warpgroups); three consumers at head dim 64 only
+CUDA_VARIANTS = ((3, True, 2), (3, False, 2), (2, True, 2), (2, False, 2), (3, True, 3), (3, False, 3), (2, True, 3))
 
 
-def _cuda_variants() -> dict:
-    return {f"CUDA C++, {stages} stages{', ping-pong' if pingpong else ''}":
-            (lambda q, k, v, c, s=stages, p=pingpong: forward_hopper_cuda(q, k, v, c, s, p)[0])
-            for stages, pingpong in CUDA_VARIANTS}
+def _cuda_variants(head_dim: int) -> dict:
+    return {f"CUDA C++, {stages} stages{', ping-pong' if pingpong else ''}, {consumers} consumers":
+            (lambda q, k, v, c, s=stages, p=pingpong, n=consumers: forward_hopper_cuda(q, k, v, c, s, p, n)[0])
+            for stages, pingpong, consumers in CUDA_VARIANTS if consumers == 2 or head_dim == 64}
 
 
 def forward_variants(shapes=SHAPES, rep_ms: int = 200, gluon: bool = True) -> pd.DataFrame:
@@ -72,7 +72,7 @@ def forward_variants(shapes=SHAPES, rep_ms: int = 200, gluon: bool = True) -> pd
         q, k, v = (_model_layout(B, H, n, d) for _ in range(3))
         flops = attention_flops(n, n, d, B * H, causal, "fwd")
         want = sdpa_cudnn(q, k, v, causal)
-        calls = _peers() | _cuda_variants()
+        calls = _peers() | _cuda_variants(d)
         if gluon:
             calls |= {f"Gluon, {name}": (lambda q, k, v, c, var=var: forward_hopper(q, k, v, c, var)[0])
                       for name, var in VARIANTS.items()}

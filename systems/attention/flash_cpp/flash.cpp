@@ -191,7 +191,7 @@ std::tuple<Tensor, Tensor> forward_meta(const Tensor& q, const Tensor& k, const 
 
 // the Hopper forward's ablation (flash_hopper_ops.cpp): the same outputs
 std::tuple<Tensor, Tensor> hopper_variant_meta(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal,
-                                               int64_t stages, bool pingpong) {
+                                               int64_t stages, bool pingpong, int64_t consumers) {
   return forward_meta(q, k, v, is_causal);
 }
 
@@ -216,8 +216,8 @@ TORCH_LIBRARY(systems_flash, m) {
   // the forward written for Hopper (flash_hopper_ops.cpp, built on sm_90 GPUs only) and its ablation; its attention
   // takes the backward of the Triton kernels launched from C++ (../flash_triton/host.cpp)
   m.def("hopper_forward(Tensor q, Tensor k, Tensor v, bool is_causal) -> (Tensor, Tensor)");
-  m.def("hopper_forward_variant(Tensor q, Tensor k, Tensor v, bool is_causal, int stages, bool pingpong) "
-        "-> (Tensor, Tensor)");
+  m.def("hopper_forward_variant(Tensor q, Tensor k, Tensor v, bool is_causal, int stages, bool pingpong, "
+        "int consumers) -> (Tensor, Tensor)");
   m.def("hopper_attention(Tensor q, Tensor k, Tensor v, bool is_causal) -> Tensor");
 }
 

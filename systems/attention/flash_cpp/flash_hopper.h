@@ -6,17 +6,24 @@
 
 namespace systems_flash_hopper {
 
-// How the forward runs, for the ablation: the depth of the ring of K and V stages (2 or 3), and whether the two
-// consumer warpgroups take turns at the tensor cores.
+// How the forward runs, for the ablation: the depth of the ring of K and V stages (2 or 3), whether the consumer
+// warpgroups take turns at the tensor cores, and how many there are (64 queries each: 2, or 3 at head dim 64).
 struct Variant {
-  int stages = 2;
-  bool pingpong = true;
+  int stages;
+  bool pingpong;
+  int consumers;
 };
+
+// Whether the kernel is built for `variant` at `head_dim`.
+bool valid(const Variant& variant, int head_dim);
+
+// The variant that ran fastest on the H100 at `head_dim` (book/log.md has the ablation).
+Variant fastest(int head_dim);
 
 // O and the log-sum-exp L (fp32, (B, H, Nq) contiguous, natural log) from Q, K, V, whose rows the copy engine reads
 // (16-byte aligned data and strides). Returns the launch's error.
 cudaError_t forward(const systems_flash_cuda::Problem& problem, systems_flash_cuda::Rows q, systems_flash_cuda::Rows k,
                     systems_flash_cuda::Rows v, systems_flash_cuda::Rows o, float* L, cudaStream_t stream,
-                    const Variant& variant = {});
+                    const Variant& variant);
 
 }  // namespace systems_flash_hopper

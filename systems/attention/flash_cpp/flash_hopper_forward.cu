@@ -44,18 +44,28 @@ using systems_flash_cuda::row_max;
 using systems_flash_cuda::row_sum;
 using systems_flash_cuda::shared_address;
 
-constexpr int BLOCK_Q = 128, BLOCK_K = 128, CONSUMER_ROWS = 64, THREADS = 384;
-constexpr int TILE_COLUMNS = 64;                              // one 128-byte swizzle row of 16-bit elements
-constexpr int HALF_BYTES = BLOCK_K * TILE_COLUMNS * 2;        // a (128, 64) tile: 16 KiB
-constexpr int PRODUCER_REGISTERS = 24, CONSUMER_REGISTERS = 240;  // 128 x 24 + 256 x 240 = 65536 - 1024
+constexpr int BLOCK_K = 128, CONSUMER_ROWS = 64;
+constexpr int TILE_COLUMNS = 64;                        // one 128-byte swizzle row of 16-bit elements
+constexpr int HALF_BYTES = BLOCK_K * TILE_COLUMNS * 2;  // a (128, 64) tile of K or V: 16 KiB
+constexpr int PRODUCER_REGISTERS = 24;
+
+// A block of CONSUMERS consumer warpgroups (2, or 3 at head dim 64 as FlashAttention-3 has it there) and the producer.
+template <int CONSUMERS>
+struct Block {
+  static constexpr int BLOCK_Q = CONSUMERS * CONSUMER_ROWS, THREADS = 128 * (CONSUMERS + 1);
+  static constexpr int Q_HALF_BYTES = BLOCK_Q * TILE_COLUMNS * 2;
+  // what is left of the 65536 registers once the producer has 24 a thread, in the steps of 8 setmaxnreg takes:
+  // 128 x 24 + 256 x 240 = 64512, 128 x 24 + 384 x 160 = 64512
+  static constexpr int CONSUMER_REGISTERS = CONSUMERS == 2 ? 240 : 160;
+};
 
 template <typename T>
 constexpr bool IS_BF16 = std::is_same_v<T, __nv_bfloat16>;
 
-template <typename T, int HEAD_DIM, int STAGES>
+template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS>
 struct Shared {  // the block's shared memory, 1024-byte aligned (the swizzle's period)
   static constexpr int HALVES = HEAD_DIM / TILE_COLUMNS, TILE_BYTES = HALVES * HALF_BYTES;
-  alignas(1024) unsigned char q[TILE_BYTES];
+  alignas(1024) unsigned char q[HALVES * Block<CONSUMERS>::Q_HALF_BYTES];
   alignas(1024) unsigned char k[STAGES][TILE_BYTES];
   alignas(1024) unsigned char v[STAGES][TILE_BYTES];
   uint64_t q_full, k_full[STAGES], v_full[STAGES], empty[STAGES];
@@ -167,23 +177,26 @@ __device__ __forceinline__ void copy_box(void* to, const CUtensorMap& map, uint6
       : "memory");
 }
 
-// Named barriers 1 and 2: a consumer's turn at the tensor cores (PINGPONG).
+// Named barrier 1 + c: consumer c's turn at the tensor cores (PINGPONG), given by the consumer before it in turn.
 __device__ __forceinline__ void wait_turn(int consumer) {
   asm volatile("bar.sync %0, 256;\n" ::"r"(1 + consumer) : "memory");
 }
+template <int CONSUMERS>
 __device__ __forceinline__ void give_turn(int consumer) {
-  asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - consumer) : "memory");
+  asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (consumer + 1) % CONSUMERS) : "memory");
 }
 
 
-// S = Q K^T for one consumer's 64 queries: HEAD_DIM / 16 products of k 16, each 32 bytes further along a row.
-template <typename T, int HEAD_DIM>
+// S = Q K^T for one consumer's 64 queries: HEAD_DIM / 16 products of k 16, each 32 bytes further along a row (and
+// past the first 64 columns, in the tiles' second column half).
+template <typename T, int HEAD_DIM, int Q_HALF_BYTES>
 __device__ __forceinline__ void issue_scores(float (&s)[64], uint32_t q, uint32_t k) {
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
-    const uint32_t step = (kk / 4) * HALF_BYTES + (kk % 4) * 32;
-    wgmma_ss_n128<T>(s, descriptor(q + step, 16, 1024), descriptor(k + step, 16, 1024), kk);
+    const uint32_t along = (kk % 4) * 32;
+    wgmma_ss_n128<T>(s, descriptor(q + (kk / 4) * Q_HALF_BYTES + along, 16, 1024),
+                     descriptor(k + (kk / 4) * HALF_BYTES + along, 16, 1024), kk);
   }
   wgmma_commit();
 }
@@ -260,8 +273,8 @@ __device__ __forceinline__ void rescale(float (&o)[N], const float (&alpha)[2]) 
   for (int i = 0; i < N; ++i) o[i] *= alpha[(i >> 1) & 1];
 }
 
-template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL, bool PINGPONG>
-__device__ __forceinline__ void consume(Shared<T, HEAD_DIM, STAGES>& sh, const Problem& problem, const Rows& O,
+template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS, bool CAUSAL, bool PINGPONG>
+__device__ __forceinline__ void consume(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& sh, const Problem& problem, const Rows& O,
                                         float* L, int q0, int h, int b, int n_tiles) {
   const int consumer = threadIdx.x / 128 - 1, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
   const int first_row = q0 + consumer * CONSUMER_ROWS, row = first_row + warp * 16 + lane / 4;
@@ -276,13 +289,14 @@ __device__ __forceinline__ void consume(Shared<T, HEAD_DIM, STAGES>& sh, const P
   float o[HEAD_DIM / 2] = {}, s[64];
   float m_i[2] = {-INFINITY, -INFINITY}, l_i[2] = {0.f, 0.f}, alpha[2];
   uint32_t p[BLOCK_K / 16][4];
-  if (PINGPONG && consumer == 1) give_turn(1);  // the first consumer goes first
+  constexpr int Q_HALF_BYTES = Block<CONSUMERS>::Q_HALF_BYTES;
+  if (PINGPONG && consumer == CONSUMERS - 1) give_turn<CONSUMERS>(consumer);  // the first consumer goes first
   barrier_wait(&sh.q_full, 0);
 
   barrier_wait(&sh.k_full[0], 0);
   if (PINGPONG) wait_turn(consumer);
-  issue_scores<T, HEAD_DIM>(s, q, shared_address(sh.k[0]));
-  if (PINGPONG) give_turn(consumer);
+  issue_scores<T, HEAD_DIM, Q_HALF_BYTES>(s, q, shared_address(sh.k[0]));
+  if (PINGPONG) give_turn<CONSUMERS>(consumer);
   wgmma_wait<0>();
   fence_registers(s);
   softmax<CAUSAL>(s, m_i, l_i, alpha, 0, row, n_keys, masked(0), qk_scale);
@@ -293,10 +307,10 @@ __device__ __forceinline__ void consume(Shared<T, HEAD_DIM, STAGES>& sh, const P
     barrier_wait(&sh.k_full[stage], (j / STAGES) & 1);
     barrier_wait(&sh.v_full[previous], ((j - 1) / STAGES) & 1);
     if (PINGPONG) wait_turn(consumer);
-    issue_scores<T, HEAD_DIM>(s, q, shared_address(sh.k[stage]));
+    issue_scores<T, HEAD_DIM, Q_HALF_BYTES>(s, q, shared_address(sh.k[stage]));
     rescale(o, alpha);
     issue_values<T, HEAD_DIM>(o, p, shared_address(sh.v[previous]));
-    if (PINGPONG) give_turn(consumer);
+    if (PINGPONG) give_turn<CONSUMERS>(consumer);
     wgmma_wait<1>();  // S(j) is in; P(j-1) V(j-1) still runs under the softmax
     fence_registers(s);
     softmax<CAUSAL>(s, m_i, l_i, alpha, j * BLOCK_K, row, n_keys, masked(j), qk_scale);
@@ -311,7 +325,8 @@ __device__ __forceinline__ void consume(Shared<T, HEAD_DIM, STAGES>& sh, const P
   rescale(o, alpha);
   if (PINGPONG) wait_turn(consumer);
   issue_values<T, HEAD_DIM>(o, p, shared_address(sh.v[last]));
-  if (PINGPONG && consumer == 0) give_turn(0);  // the second consumer's last turn; the first has none left to take
+  // every consumer takes n_tiles + 1 turns: the last to take its final turn gives none after it
+  if (PINGPONG && consumer != CONSUMERS - 1) give_turn<CONSUMERS>(consumer);
   wgmma_wait<0>();
   fence_registers(o);
 
@@ -341,14 +356,15 @@ __device__ __forceinline__ void consume(Shared<T, HEAD_DIM, STAGES>& sh, const P
   }
 }
 
-template <typename T, int HEAD_DIM, int STAGES>
-__device__ __forceinline__ void produce(Shared<T, HEAD_DIM, STAGES>& sh, const CUtensorMap& q_map,
+template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS>
+__device__ __forceinline__ void produce(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& sh, const CUtensorMap& q_map,
                                         const CUtensorMap& k_map, const CUtensorMap& v_map, int q0, int h, int b,
                                         int n_tiles) {
   constexpr int HALVES = HEAD_DIM / TILE_COLUMNS, BYTES = HALVES * HALF_BYTES;
-  barrier_expect(&sh.q_full, BYTES);
+  constexpr int Q_HALF_BYTES = Block<CONSUMERS>::Q_HALF_BYTES;
+  barrier_expect(&sh.q_full, HALVES * Q_HALF_BYTES);
 #pragma unroll
-  for (int c = 0; c < HALVES; ++c) copy_box(sh.q + c * HALF_BYTES, q_map, &sh.q_full, c * TILE_COLUMNS, q0, h, b);
+  for (int c = 0; c < HALVES; ++c) copy_box(sh.q + c * Q_HALF_BYTES, q_map, &sh.q_full, c * TILE_COLUMNS, q0, h, b);
   for (int j = 0; j < n_tiles; ++j) {
     const int stage = j % STAGES;
     if (j >= STAGES) barrier_wait(&sh.empty[stage], (j / STAGES - 1) & 1);
@@ -366,14 +382,16 @@ __device__ __forceinline__ void produce(Shared<T, HEAD_DIM, STAGES>& sh, const C
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL, bool PINGPONG>
-__global__ void __launch_bounds__(THREADS, 1)
+template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS, bool CAUSAL, bool PINGPONG>
+__global__ void __launch_bounds__(Block<CONSUMERS>::THREADS, 1)
     hopper_fwd_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                       const __grid_constant__ CUtensorMap v_map, const Problem problem, const Rows O, float* L) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char raw[];
   // dynamic shared memory is 16-byte aligned; the swizzle needs 1024 (the launch asks for the slack)
-  auto& sh = *reinterpret_cast<Shared<T, HEAD_DIM, STAGES>*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
+  auto& sh = *reinterpret_cast<Shared<T, HEAD_DIM, STAGES, CONSUMERS>*>((reinterpret_cast<uintptr_t>(raw) + 1023) &
+                                                                        ~uintptr_t(1023));
+  constexpr int BLOCK_Q = Block<CONSUMERS>::BLOCK_Q;
   // causal: the last query tiles see the most keys; launched first, they do not trail at the end
   const int query_tile = CAUSAL ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int h = blockIdx.y, b = blockIdx.z, q0 = query_tile * BLOCK_Q;
@@ -384,17 +402,17 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int s = 0; s < STAGES; ++s) {
       barrier_init(&sh.k_full[s], 1);
       barrier_init(&sh.v_full[s], 1);
-      barrier_init(&sh.empty[s], 8);  // lane 0 of each consumer warp
+      barrier_init(&sh.empty[s], 4 * CONSUMERS);  // lane 0 of each consumer warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
   if (threadIdx.x < 128) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGISTERS));
-    if (threadIdx.x == 0) produce<T, HEAD_DIM, STAGES>(sh, q_map, k_map, v_map, q0, h, b, n_tiles);
+    if (threadIdx.x == 0) produce<T, HEAD_DIM, STAGES, CONSUMERS>(sh, q_map, k_map, v_map, q0, h, b, n_tiles);
   } else {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGISTERS));
-    consume<T, HEAD_DIM, STAGES, CAUSAL, PINGPONG>(sh, problem, O, L, q0, h, b, n_tiles);
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Block<CONSUMERS>::CONSUMER_REGISTERS));
+    consume<T, HEAD_DIM, STAGES, CONSUMERS, CAUSAL, PINGPONG>(sh, problem, O, L, q0, h, b, n_tiles);
   }
 #endif
 }
@@ -417,10 +435,10 @@ Encode encoder() {
   return encode;
 }
 
-// The copy engine's map of one (B, H, n_rows, d) tensor as (d, n_rows, H, B), read in boxes of (64, 128) with the
-// 128-byte swizzle; rows past n_rows read as zeros. A dimension of size 1 never moves a pointer, so its stride (which
-// may be anything) is replaced by one the copy engine accepts.
-cudaError_t tensor_map(CUtensorMap* map, const Problem& p, const Rows& rows, int n_rows) {
+// The copy engine's map of one (B, H, n_rows, d) tensor as (d, n_rows, H, B), read in boxes of (64, box_rows) with
+// the 128-byte swizzle; rows past n_rows read as zeros. A dimension of size 1 never moves a pointer, so its stride
+// (which may be anything) is replaced by one the copy engine accepts.
+cudaError_t tensor_map(CUtensorMap* map, const Problem& p, const Rows& rows, int n_rows, int box_rows) {
   const Encode encode = encoder();
   if (encode == nullptr) return cudaErrorNotSupported;
   const cuuint64_t element = 2;
@@ -431,7 +449,7 @@ cudaError_t tensor_map(CUtensorMap* map, const Problem& p, const Rows& rows, int
     if (dims[i + 1] == 1) strides[i] = natural;
     natural = strides[i] * dims[i + 1];
   }
-  const cuuint32_t box[4] = {TILE_COLUMNS, BLOCK_K, 1, 1}, unit[4] = {1, 1, 1, 1};
+  const cuuint32_t box[4] = {TILE_COLUMNS, cuuint32_t(box_rows), 1, 1}, unit[4] = {1, 1, 1, 1};
   const CUresult result =
       encode(map, p.dtype == systems_flash_cuda::DType::BFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                                  : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
@@ -440,53 +458,65 @@ cudaError_t tensor_map(CUtensorMap* map, const Problem& p, const Rows& rows, int
   return result == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL, bool PINGPONG>
-cudaError_t launch(const Problem& p, const CUtensorMap (&maps)[3], Rows o, float* L, cudaStream_t stream) {
-  constexpr int SHARED = sizeof(Shared<T, HEAD_DIM, STAGES>) + 1024;
-  constexpr auto kernel = hopper_fwd_kernel<T, HEAD_DIM, STAGES, CAUSAL, PINGPONG>;
+template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS, bool CAUSAL, bool PINGPONG>
+cudaError_t launch(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, cudaStream_t stream) {
+  using B = Block<CONSUMERS>;
+  CUtensorMap maps[3];
+  for (cudaError_t error : {tensor_map(&maps[0], p, q, p.n_queries, B::BLOCK_Q),
+                            tensor_map(&maps[1], p, k, p.n_keys, BLOCK_K), tensor_map(&maps[2], p, v, p.n_keys, BLOCK_K)}) {
+    if (error != cudaSuccess) return error;
+  }
+  constexpr int SHARED = sizeof(Shared<T, HEAD_DIM, STAGES, CONSUMERS>) + 1024;
+  constexpr auto kernel = hopper_fwd_kernel<T, HEAD_DIM, STAGES, CONSUMERS, CAUSAL, PINGPONG>;
   const cudaError_t error = systems_flash_cuda::allow_shared<kernel>(SHARED);
   if (error != cudaSuccess) return error;
-  const dim3 grid((p.n_queries + BLOCK_Q - 1) / BLOCK_Q, p.heads, p.batch);
-  kernel<<<grid, THREADS, SHARED, stream>>>(maps[0], maps[1], maps[2], p, o, L);
+  const dim3 grid((p.n_queries + B::BLOCK_Q - 1) / B::BLOCK_Q, p.heads, p.batch);
+  kernel<<<grid, B::THREADS, SHARED, stream>>>(maps[0], maps[1], maps[2], p, o, L);
   return cudaGetLastError();
 }
 
-template <typename T, int HEAD_DIM, int STAGES>
-cudaError_t launch_for(const Problem& p, const CUtensorMap (&maps)[3], Rows o, float* L, cudaStream_t stream,
+// The instantiations a launch can reach: ring depth 2 or 3, ping-pong or not, causal or not; three consumer
+// warpgroups at head dim 64 only (at 128 their 160 registers cannot hold S and O).
+template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS>
+cudaError_t launch_for(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, cudaStream_t stream,
                        bool pingpong) {
   if (p.causal) {
-    return pingpong ? launch<T, HEAD_DIM, STAGES, true, true>(p, maps, o, L, stream)
-                    : launch<T, HEAD_DIM, STAGES, true, false>(p, maps, o, L, stream);
+    return pingpong ? launch<T, HEAD_DIM, STAGES, CONSUMERS, true, true>(p, q, k, v, o, L, stream)
+                    : launch<T, HEAD_DIM, STAGES, CONSUMERS, true, false>(p, q, k, v, o, L, stream);
   }
-  return pingpong ? launch<T, HEAD_DIM, STAGES, false, true>(p, maps, o, L, stream)
-                  : launch<T, HEAD_DIM, STAGES, false, false>(p, maps, o, L, stream);
+  return pingpong ? launch<T, HEAD_DIM, STAGES, CONSUMERS, false, true>(p, q, k, v, o, L, stream)
+                  : launch<T, HEAD_DIM, STAGES, CONSUMERS, false, false>(p, q, k, v, o, L, stream);
 }
 
-template <typename T, int HEAD_DIM>
-cudaError_t launch_of(const Problem& p, const CUtensorMap (&maps)[3], Rows o, float* L, cudaStream_t stream,
+template <typename T, int HEAD_DIM, int CONSUMERS>
+cudaError_t launch_with(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, cudaStream_t stream,
+                        const Variant& variant) {
+  return variant.stages == 2 ? launch_for<T, HEAD_DIM, 2, CONSUMERS>(p, q, k, v, o, L, stream, variant.pingpong)
+                             : launch_for<T, HEAD_DIM, 3, CONSUMERS>(p, q, k, v, o, L, stream, variant.pingpong);
+}
+
+template <typename T>
+cudaError_t launch_of(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, cudaStream_t stream,
                       const Variant& variant) {
-  return variant.stages == 2 ? launch_for<T, HEAD_DIM, 2>(p, maps, o, L, stream, variant.pingpong)
-                             : launch_for<T, HEAD_DIM, 3>(p, maps, o, L, stream, variant.pingpong);
+  if (p.head_dim == 128) return launch_with<T, 128, 2>(p, q, k, v, o, L, stream, variant);
+  return variant.consumers == 2 ? launch_with<T, 64, 2>(p, q, k, v, o, L, stream, variant)
+                                : launch_with<T, 64, 3>(p, q, k, v, o, L, stream, variant);
 }
 
 }  // namespace
 
+bool valid(const Variant& variant, int head_dim) {
+  return (variant.stages == 2 || variant.stages == 3) &&
+         (variant.consumers == 2 || (variant.consumers == 3 && head_dim == 64));
+}
+
+Variant fastest(int head_dim) { return {3, true, 2}; }
+
 cudaError_t forward(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, cudaStream_t stream,
                     const Variant& variant) {
-  if (!systems_flash_cuda::supported_head_dim(p.head_dim) || (variant.stages != 2 && variant.stages != 3)) {
-    return cudaErrorInvalidValue;
-  }
-  CUtensorMap maps[3];
-  for (cudaError_t error : {tensor_map(&maps[0], p, q, p.n_queries), tensor_map(&maps[1], p, k, p.n_keys),
-                            tensor_map(&maps[2], p, v, p.n_keys)}) {
-    if (error != cudaSuccess) return error;
-  }
-  if (p.dtype == systems_flash_cuda::DType::BFloat16) {
-    return p.head_dim == 64 ? launch_of<__nv_bfloat16, 64>(p, maps, o, L, stream, variant)
-                            : launch_of<__nv_bfloat16, 128>(p, maps, o, L, stream, variant);
-  }
-  return p.head_dim == 64 ? launch_of<__half, 64>(p, maps, o, L, stream, variant)
-                          : launch_of<__half, 128>(p, maps, o, L, stream, variant);
+  if (!systems_flash_cuda::supported_head_dim(p.head_dim) || !valid(variant, p.head_dim)) return cudaErrorInvalidValue;
+  return p.dtype == systems_flash_cuda::DType::BFloat16 ? launch_of<__nv_bfloat16>(p, q, k, v, o, L, stream, variant)
+                                                        : launch_of<__half>(p, q, k, v, o, L, stream, variant);
 }
 
 }  // namespace systems_flash_hopper

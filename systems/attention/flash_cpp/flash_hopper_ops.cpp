@@ -20,10 +20,12 @@ using at::Tensor;
 using namespace systems_flash_cuda_tensors;
 
 std::tuple<Tensor, Tensor> hopper_forward_variant(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
-                                                  bool is_causal, int64_t stages, bool pingpong) {
+                                                  bool is_causal, int64_t stages, bool pingpong, int64_t consumers) {
   check_cuda_inputs(q_in, k_in, v_in);
-  TORCH_CHECK(stages == 2 || stages == 3, "systems_flash (Hopper): the ring of K and V stages is 2 or 3 deep, not ",
-              stages);
+  const systems_flash_hopper::Variant variant{static_cast<int>(stages), pingpong, static_cast<int>(consumers)};
+  TORCH_CHECK(systems_flash_hopper::valid(variant, static_cast<int>(q_in.size(3))), "systems_flash (Hopper): the "
+              "kernel is built for rings of 2 or 3 stages and 2 consumer warpgroups (or 3 at head dim 64), not ",
+              stages, " stages and ", consumers, " consumers at head dim ", q_in.size(3));
   const c10::cuda::CUDAGuard device(q_in.device());
   int major = 0, minor = 0;
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, q_in.get_device());
@@ -35,14 +37,14 @@ std::tuple<Tensor, Tensor> hopper_forward_variant(const Tensor& q_in, const Tens
   Tensor L = at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(at::kFloat));
   check_launch(systems_flash_hopper::forward(problem(q, k, is_causal), rows(q), rows(k), rows(v), rows(o_written),
                                              L.data_ptr<float>(), c10::cuda::getCurrentCUDAStream(),
-                                             {static_cast<int>(stages), pingpong}));
+                                             variant));
   settle(o, o_written);
   return {o, L};
 }
 
 std::tuple<Tensor, Tensor> hopper_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal) {
-  const systems_flash_hopper::Variant fastest;
-  return hopper_forward_variant(q, k, v, is_causal, fastest.stages, fastest.pingpong);
+  const auto fastest = systems_flash_hopper::fastest(static_cast<int>(q.size(3)));
+  return hopper_forward_variant(q, k, v, is_causal, fastest.stages, fastest.pingpong, fastest.consumers);
 }
 
 struct HopperOps {

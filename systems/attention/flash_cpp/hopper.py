@@ -10,7 +10,7 @@ kernel. The kernel is built on first use for ``sm_90a`` (nvcc), beside the Trito
 
     from systems.attention.flash_cpp.hopper import flash_attention_hopper, forward_hopper_cuda
     o = flash_attention_hopper(q, k, v, is_causal=True)                           # with autograd
-    o, L = forward_hopper_cuda(q, k, v, is_causal=True, stages=3, pingpong=False)  # the ablation's forward alone
+    o, L = forward_hopper_cuda(q, k, v, is_causal=True, stages=2, pingpong=False)  # the ablation's forward alone
 """
 
 from __future__ import annotations
@@ -79,14 +79,15 @@ def flash_attention_hopper(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is
     return torch.ops.systems_flash.hopper_attention(as_4d(q), as_4d(k), as_4d(v), is_causal).view(q.shape)
 
 
-def forward_hopper_cuda(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False, stages: int = 2,
-                        pingpong: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """The forward alone, no autograd, with the ring depth (2 or 3) and the ping-pong chosen: O like q and the
-    log-sum-exp L (B, [H,] Nq) in fp32, natural log."""
+def forward_hopper_cuda(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False, stages: int = 3,
+                        pingpong: bool = True, consumers: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
+    """The forward alone, no autograd, with the ring depth (2 or 3), the ping-pong and the consumer warpgroups (2, or
+    3 at head dim 64) chosen: O like q and the log-sum-exp L (B, [H,] Nq) in fp32, natural log."""
     check_attention_inputs(q, k, v)
     check_is_causal(is_causal)
     why = unavailable(q.device) or cuda_unsupported(q.dtype, q.shape[-1])
     if why:
         raise ValueError(f"flash_hopper {why}")
-    o, L = torch.ops.systems_flash.hopper_forward_variant(as_4d(q), as_4d(k), as_4d(v), is_causal, stages, pingpong)
+    o, L = torch.ops.systems_flash.hopper_forward_variant(as_4d(q), as_4d(k), as_4d(v), is_causal, stages, pingpong,
+                                                          consumers)
     return o.view(q.shape), L.view(q.shape[:-1])
