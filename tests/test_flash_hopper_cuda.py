@@ -187,4 +187,5 @@ def test_the_ops_give_their_shapes_without_a_gpu():
                  torch.ops.systems_flash.hopper_forward_variant(q, k, k, False, 2, False, 3)):
         assert o.shape == q.shape and o.dtype == q.dtype
         assert L.shape == (2, 3, 5) and L.dtype == torch.float32
-    assert "hopper_attention" in dir(torch.ops.systems_flash)
+    assert str(torch.ops.systems_flash.hopper_attention.default._schema) == \
+        "systems_flash::hopper_attention(Tensor q, Tensor k, Tensor v, bool is_causal) -> Tensor"
