@@ -127,11 +127,19 @@ def test_gpu_the_operators_pass_pytorchs_checks():
         torch.library.opcheck(torch.ops.systems_flash.hopper_attention.default, (q, k, v, causal))
         torch.library.opcheck(torch.ops.systems_flash.hopper_forward.default,
                               (q.detach(), k.detach(), v.detach(), causal))
+
+
+@pytest.mark.gpu
+@HOPPER
+def test_gpu_variants_it_is_not_built_for_are_refused():
+    q = torch.randn(2, 2, 77, 64, device="cuda", dtype=torch.bfloat16)
     with pytest.raises(RuntimeError, match="not 4 stages and 2 consumers at head dim 64"):
-        torch.ops.systems_flash.hopper_forward_variant(q.detach(), k.detach(), v.detach(), True, 4, True, 2)
-    q128 = torch.randn(2, 2, 77, 128, device="cuda", dtype=torch.bfloat16)
+        torch.ops.systems_flash.hopper_forward_variant(q, q, q, True, 4, True, 2)
+    q = torch.randn(2, 2, 77, 128, device="cuda", dtype=torch.bfloat16)
     with pytest.raises(RuntimeError, match="not 3 stages and 3 consumers at head dim 128"):
-        torch.ops.systems_flash.hopper_forward_variant(q128, q128, q128, True, 3, True, 3)
+        torch.ops.systems_flash.hopper_forward_variant(q, q, q, True, 3, True, 3)
+    with pytest.raises(ValueError, match="flash_hopper computes in float16 or bfloat16"):
+        forward_hopper_cuda(q.float(), q.float(), q.float(), True)
 
 
 @pytest.mark.gpu

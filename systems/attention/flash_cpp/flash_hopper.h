@@ -15,10 +15,13 @@ struct Variant {
 };
 
 // Whether the kernel is built for `variant` at `head_dim`.
-bool valid(const Variant& variant, int head_dim);
+inline bool valid(const Variant& variant, int head_dim) {
+  return (variant.stages == 2 || variant.stages == 3) &&
+         (variant.consumers == 2 || (variant.consumers == 3 && head_dim == 64));
+}
 
 // The variant that ran fastest on the H100 at `head_dim` (book/log.md has the ablation).
-Variant fastest(int head_dim);
+inline Variant fastest(int head_dim) { return {3, true, head_dim == 64 ? 3 : 2}; }
 
 // O and the log-sum-exp L (fp32, (B, H, Nq) contiguous, natural log) from Q, K, V, whose rows the copy engine reads
 // (16-byte aligned data and strides). Returns the launch's error.

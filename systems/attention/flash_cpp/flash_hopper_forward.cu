@@ -505,13 +505,6 @@ cudaError_t launch_of(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L
 
 }  // namespace
 
-bool valid(const Variant& variant, int head_dim) {
-  return (variant.stages == 2 || variant.stages == 3) &&
-         (variant.consumers == 2 || (variant.consumers == 3 && head_dim == 64));
-}
-
-Variant fastest(int head_dim) { return {3, true, head_dim == 64 ? 3 : 2}; }
-
 cudaError_t forward(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, cudaStream_t stream,
                     const Variant& variant) {
   if (!systems_flash_cuda::supported_head_dim(p.head_dim) || !valid(variant, p.head_dim)) return cudaErrorInvalidValue;
