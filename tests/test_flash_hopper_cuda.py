@@ -122,6 +122,7 @@ def test_gpu_attention_matches_the_oracle(case, is_causal):
 @pytest.mark.gpu
 @HOPPER
 def test_gpu_the_operators_pass_pytorchs_checks():
+    assert hopper.unavailable(torch.device("cuda")) is None  # loads the ops
     q, k, v = (torch.randn(2, 2, 77, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     for causal in (False, True):
         torch.library.opcheck(torch.ops.systems_flash.hopper_attention.default, (q, k, v, causal))
@@ -132,6 +133,7 @@ def test_gpu_the_operators_pass_pytorchs_checks():
 @pytest.mark.gpu
 @HOPPER
 def test_gpu_variants_it_is_not_built_for_are_refused():
+    assert hopper.unavailable(torch.device("cuda")) is None  # loads the ops
     q = torch.randn(2, 2, 77, 64, device="cuda", dtype=torch.bfloat16)
     with pytest.raises(RuntimeError, match="not 4 stages and 2 consumers at head dim 64"):
         torch.ops.systems_flash.hopper_forward_variant(q, q, q, True, 4, True, 2)
