@@ -34,13 +34,13 @@ std::tuple<Tensor, Tensor, Tensor> backward_cuda(const Tensor& q_in, const Tenso
                                                  bool is_causal) {
   check_cuda_inputs(q_in, k_in, v_in);
   TORCH_CHECK(o_in.sizes() == q_in.sizes() && dout_in.sizes() == q_in.sizes(),
-              "systems_flash (CUDA): o and dout must be shaped like q ", q_in.sizes(), ", got ", o_in.sizes(), " and ",
-              dout_in.sizes());
+              "systems_flash (CUDA): o and dout must be shaped like q ", systems_flash::text(q_in.sizes()), ", got ",
+              systems_flash::text(o_in.sizes()), " and ", systems_flash::text(dout_in.sizes()));
   TORCH_CHECK(o_in.scalar_type() == q_in.scalar_type() && dout_in.scalar_type() == q_in.scalar_type(),
               "systems_flash (CUDA): o and dout must have q's dtype");
   TORCH_CHECK(L_in.dim() == 3 && L_in.size(0) == q_in.size(0) && L_in.size(1) == q_in.size(1) &&
                   L_in.size(2) == q_in.size(2),
-              "systems_flash (CUDA): L must be (B, H, Nq), got ", L_in.sizes());
+              "systems_flash (CUDA): L must be (B, H, Nq), got ", systems_flash::text(L_in.sizes()));
   const c10::cuda::CUDAGuard device(q_in.device());
   // dO may arrive expanded from a scalar (o.sum().backward(): every stride 0); readable() copies it then
   const Tensor q = readable(q_in), k = readable(k_in), v = readable(v_in), o = readable(o_in),

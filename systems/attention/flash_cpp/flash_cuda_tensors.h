@@ -24,7 +24,7 @@ inline void check_cuda_inputs(const Tensor& q, const Tensor& k, const Tensor& v)
               "systems_flash (CUDA): the kernels compute in float16 or bfloat16, as FlashAttention-2 does; got ",
               q.scalar_type());
   TORCH_CHECK(cuda::supported_head_dim(static_cast<int>(q.size(3))),
-              "systems_flash (CUDA): the kernels take head dims 64 and 128; got ", q.size(3));
+              "systems_flash (CUDA): the kernels take head dims 64 and 128; got ", systems_flash::text(q.size(3)));
   TORCH_CHECK(q.size(2) >= 1 && k.size(2) >= 1, "systems_flash (CUDA): sequence lengths must be at least 1");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "systems_flash (CUDA): at most 65535 batches and heads");
 }

@@ -25,13 +25,14 @@ std::tuple<Tensor, Tensor> hopper_forward_variant(const Tensor& q_in, const Tens
   const systems_flash_hopper::Variant variant{static_cast<int>(stages), pingpong, static_cast<int>(consumers)};
   TORCH_CHECK(systems_flash_hopper::valid(variant, static_cast<int>(q_in.size(3))), "systems_flash (Hopper): the "
               "kernel is built for rings of 2 or 3 stages and 2 consumer warpgroups (or 3 at head dim 64), not ",
-              stages, " stages and ", consumers, " consumers at head dim ", q_in.size(3));
+              systems_flash::text(stages), " stages and ", systems_flash::text(consumers), " consumers at head dim ",
+              systems_flash::text(q_in.size(3)));
   const c10::cuda::CUDAGuard device(q_in.device());
   int major = 0, minor = 0;
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, q_in.get_device());
   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, q_in.get_device());
   TORCH_CHECK(major == 9 && minor == 0, "systems_flash (Hopper): the kernel is built for sm_90a (H100, H200); this "
-              "GPU is ", major, ".", minor);
+              "GPU is ", systems_flash::text(major), ".", systems_flash::text(minor));
   const Tensor q = readable(q_in), k = readable(k_in), v = readable(v_in);
   auto [o, o_written] = output_like(q_in);
   Tensor L = at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(at::kFloat));

@@ -82,12 +82,13 @@ std::shared_ptr<const Plan> decode(const Tensor& encoded) {
     const int64_t n_params = next();
     for (int64_t j = 0; j < n_params; ++j) {
       const int64_t kind = next();
-      TORCH_CHECK(kind >= TENSOR && kind <= FP32, "systems_flash: unknown parameter kind ", kind, " in a plan");
+      TORCH_CHECK(kind >= TENSOR && kind <= FP32, "systems_flash: unknown parameter kind ", systems_flash::text(kind),
+                  " in a plan");
       launch.params.push_back({kind, next()});
     }
     plan->launches.push_back(std::move(launch));
   }
-  TORCH_CHECK(p == end, "systems_flash: a plan has ", end - p, " ints too many");
+  TORCH_CHECK(p == end, "systems_flash: a plan has ", systems_flash::text(end - p), " ints too many");
   return plan;
 }
 
