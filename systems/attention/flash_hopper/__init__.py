@@ -3,7 +3,9 @@ the first steps of issue 29, kept for their ablation.
 
 Status: correct (the float64 oracle on the H100: any lengths, Nq ≠ Nk, both layouts, head dims 64 and 128, bf16 and
 fp16), and not yet faster than the portable Triton kernels or cuDNN at the shapes chapter 07 measures
-(``book/log.md`` has the runs). Nothing registers or chooses them. What is here is the machinery the next steps
+(``book/log.md`` has the runs). Nothing registers or chooses them: the Hopper forward registered as ``flash_hopper``
+is the one written in CUDA C++ (:mod:`systems.attention.flash_cpp.hopper`), where warp specialisation keeps
+``wgmma`` asynchronous. What is here is the machinery the next steps
 build on (copy-engine descriptors per (batch, head), shared-memory rings and their barriers, asynchronous WGMMA with
 P and dS from registers, S and dP issued together with the exponentials under dP, a producer partition and two
 consumer warpgroups) and the switches whose effect the log records:
