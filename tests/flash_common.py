@@ -162,6 +162,22 @@ def check_model_matches_naive(attention, context_length, num_layers, tol):
     torch.testing.assert_close(logits[attention], logits["naive"], rtol=tol, atol=tol)
 
 
+def check_model_matches_naive_under_autocast(attention, context_length, num_heads, tol):
+    """On the GPU under bf16 autocast (d_model 256, so the head dim is 256 / num_heads): the logits with
+    ``attention`` against naive attention's, and finite gradients after a backward pass."""
+    tiny = dict(vocab_size=97, context_length=context_length, d_model=256, num_layers=2, num_heads=num_heads, d_ff=384)
+    tokens = torch.randint(0, 97, (2, context_length), device="cuda")
+    logits = {}
+    for name in ("naive", attention):
+        torch.manual_seed(0)
+        model = TransformerLM(preset("small", attention=name, **tiny)).cuda()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits[name] = model(tokens)
+            logits[name].float().square().mean().backward()
+        assert all(torch.isfinite(p.grad).all() for p in model.parameters())
+    assert_close_to(logits[attention], logits["naive"].double(), tol, "logits")
+
+
 
 def rerun_without_interpreter() -> bool:
     """Under Triton's interpreter the kernels are no compilable objects: run the calling test again in a process

@@ -16,14 +16,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from flash_common import (GPU_CASES, TOL, assert_close_to, check_against_reference,
-                          check_compiled_at_changing_lengths, check_sum_backward, make_qkv, saved_logsumexp)
+from flash_common import (GPU_CASES, TOL, check_against_reference, check_compiled_at_changing_lengths,
+                          check_model_matches_naive_under_autocast, check_sum_backward, make_qkv, saved_logsumexp)
 
 from systems.attention import flash_cpp, unavailable
 from systems.attention._checks import as_4d
 from systems.attention.flash_cpp import FlashAttentionCuda, cuda_unavailable, cuda_unsupported, flash_attention_cuda
 from systems.attention.reference import attention_logsumexp, naive_attention
-from systems.model import TransformerLM, preset
 
 GPU = pytest.mark.skipif(not (torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 0)),
                          reason="needs an NVIDIA GPU of compute capability 8.0 or newer")
@@ -157,17 +156,7 @@ def test_gpu_compiled_with_lengths_that_change(dynamic):
 @pytest.mark.gpu
 @GPU
 def test_gpu_model_matches_naive_attention_under_autocast():
-    tiny = dict(vocab_size=97, context_length=96, d_model=256, num_layers=2, num_heads=2, d_ff=384)  # head dim 128
-    tokens = torch.randint(0, 97, (2, 96), device="cuda")
-    logits = {}
-    for name in ("naive", "flash_cuda"):
-        torch.manual_seed(0)
-        model = TransformerLM(preset("small", attention=name, **tiny)).cuda()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits[name] = model(tokens)
-            logits[name].float().square().mean().backward()
-        assert all(torch.isfinite(p.grad).all() for p in model.parameters())
-    assert_close_to(logits["flash_cuda"], logits["naive"].double(), TOL[torch.bfloat16], "logits")
+    check_model_matches_naive_under_autocast("flash_cuda", context_length=96, num_heads=2, tol=TOL[torch.bfloat16])
 
 
 @pytest.mark.gpu

@@ -15,7 +15,7 @@ import subprocess
 import pytest
 import torch
 from flash_common import (GPU_CASES, TOL, assert_close_to, check_against_reference, check_compiled_at_changing_lengths,
-                          make_qkv, reference)
+                          check_model_matches_naive_under_autocast, make_qkv, reference)
 from test_flash_cuda import NVCC, SOURCES
 
 from systems.attention import unavailable
@@ -23,7 +23,6 @@ from systems.attention._checks import as_4d
 from systems.attention.flash_cpp import hopper
 from systems.attention.flash_cpp.hopper import flash_attention_hopper, forward_hopper_cuda
 from systems.attention.reference import naive_attention
-from systems.model import TransformerLM, preset
 
 HOPPER = pytest.mark.skipif(not (torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)),
                             reason="needs a Hopper GPU (sm_90)")
@@ -156,17 +155,7 @@ def test_gpu_compiled_with_lengths_that_change(dynamic):
 @pytest.mark.gpu
 @HOPPER
 def test_gpu_model_matches_naive_attention_under_autocast():
-    tiny = dict(vocab_size=97, context_length=160, d_model=256, num_layers=2, num_heads=4, d_ff=384)  # head dim 64
-    tokens = torch.randint(0, 97, (2, 160), device="cuda")
-    logits = {}
-    for name in ("naive", "flash_hopper"):
-        torch.manual_seed(0)
-        model = TransformerLM(preset("small", attention=name, **tiny)).cuda()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits[name] = model(tokens)
-            logits[name].float().square().mean().backward()
-        assert all(torch.isfinite(p.grad).all() for p in model.parameters())
-    assert_close_to(logits["flash_hopper"], logits["naive"].double(), TOL[torch.bfloat16], "logits")
+    check_model_matches_naive_under_autocast("flash_hopper", context_length=160, num_heads=4, tol=TOL[torch.bfloat16])
 
 
 @pytest.mark.gpu

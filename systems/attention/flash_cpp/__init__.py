@@ -115,14 +115,23 @@ def unavailable(device: torch.device) -> str | None:
     return _build()
 
 
-def cuda_unavailable(device: torch.device) -> str | None:
-    """Why the operator's CUDA kernels cannot run on ``device``, or None (building them if they are not built yet)."""
+def cuda_machine_unavailable(device: torch.device, runs_on: str) -> str | None:
+    """Why no CUDA kernel can run on ``device`` here (its type, PyTorch's build, the GPUs visible), or None;
+    ``runs_on`` says what the kernels run on ("NVIDIA GPUs (its kernels are CUDA C++)")."""
     if device.type != "cuda":
-        return f"runs on NVIDIA GPUs (its kernels are CUDA C++), not on {device}"
+        return f"runs on {runs_on}, not on {device}"
     if torch.version.cuda is None:
         return "needs a PyTorch built with CUDA; this one is built for the CPU only"
     if not torch.cuda.is_available():
         return "needs a CUDA GPU, and none is visible"
+    return None
+
+
+def cuda_unavailable(device: torch.device) -> str | None:
+    """Why the operator's CUDA kernels cannot run on ``device``, or None (building them if they are not built yet)."""
+    why = cuda_machine_unavailable(device, "NVIDIA GPUs (its kernels are CUDA C++)")
+    if why:
+        return why
     capability = torch.cuda.get_device_capability(device)
     if capability < MIN_CAPABILITY:
         return (f"needs a GPU of compute capability {MIN_CAPABILITY[0]}.{MIN_CAPABILITY[1]} or newer (bf16 tensor-core "

@@ -20,7 +20,8 @@ import functools
 import torch
 
 from systems.attention._checks import as_4d, check_attention_inputs, check_is_causal
-from systems.attention.flash_cpp import CUDA_DTYPES, CUDA_HEAD_DIMS, HERE, build_extension, cuda_unsupported
+from systems.attention.flash_cpp import (CUDA_DTYPES, CUDA_HEAD_DIMS, HERE, build_extension, cuda_machine_unavailable,
+                                         cuda_unsupported)
 
 SOURCES = (HERE / "flash_hopper_ops.cpp", HERE / "flash_hopper_forward.cu")
 # wgmma and setmaxnreg need the architecture-specific target; naming it keeps PyTorch from adding its own
@@ -45,12 +46,9 @@ def _build() -> str | None:
 
 def unavailable(device: torch.device) -> str | None:
     """Why the Hopper kernel cannot run on ``device``, or None (building it if it is not built yet)."""
-    if device.type != "cuda":
-        return f"runs on Hopper GPUs (its kernel is CUDA C++ for sm_90a), not on {device}"
-    if torch.version.cuda is None:
-        return "needs a PyTorch built with CUDA; this one is built for the CPU only"
-    if not torch.cuda.is_available():
-        return "needs a CUDA GPU, and none is visible"
+    why = cuda_machine_unavailable(device, "Hopper GPUs (its kernel is CUDA C++ for sm_90a)")
+    if why:
+        return why
     capability = torch.cuda.get_device_capability(device)
     if capability != HOPPER:
         return (f"needs a Hopper GPU (compute capability 9.0: H100, H200); {torch.cuda.get_device_name(device)} is "
