@@ -2,22 +2,23 @@
 // cannot express (issue 29, FlashAttention-3's design: Shah et al., 2024), with the tile names and the online softmax
 // of the other kernels (flash_cuda_forward.cu, ../flash_triton/kernels.py).
 //
-// A block of three warpgroups owns BLOCK_Q = 128 queries of one (batch, head) and walks the key tiles of BLOCK_K = 128
-// keys that they see:
+// A block of a producer and CONSUMERS consumer warpgroups owns BLOCK_Q = 64 CONSUMERS queries of one (batch, head)
+// and walks the key tiles of BLOCK_K = 128 keys that they see:
 //   producer   warpgroup 0: one thread starts the copy engine (TMA, cp.async.bulk.tensor) on Q once and on each K and V
 //              tile, into a ring of STAGES shared-memory stages; it gives its registers away (setmaxnreg.dec)
-//   consumers  warpgroups 1 and 2, 64 queries each, take those registers (setmaxnreg.inc) and multiply on the tensor
-//              cores with asynchronous wgmma: S = Q K^T from shared memory, O += P V with P from registers
+//   consumers  warpgroups 1.., 64 queries each (2 of them, or 3 at head dim 64), take those registers
+//              (setmaxnreg.inc) and multiply on the tensor cores with asynchronous wgmma: S = Q K^T from shared
+//              memory, O += P V with P from registers
 // A stage is handed over through mbarriers: `k_full` / `v_full` complete when the copy engine has written the tile,
-// `empty` when the consumers' eight warps have finished reading it.
+// `empty` when every consumer warp has finished reading it.
 //
 // The overlap inside a consumer (FlashAttention-3's intra-warpgroup pipelining): while the exponentials of tile j run
 // on the multi-function units, the tensor cores still multiply P(j-1) V(j-1):
 //   issue S(j) = Q K(j)^T;  O *= alpha(j-1);  issue O += P(j-1) V(j-1)
 //   wait for S(j);  softmax of S(j) -> P(j), alpha(j)        (under P(j-1) V(j-1))
 //   wait for P(j-1) V(j-1);  release stage j-1
-// With PINGPONG the two consumers take turns at the tensor cores (named barriers), so one's softmax runs under the
-// other's products as well.
+// With PINGPONG the consumers take turns at the tensor cores (named barriers), so one's softmax runs under another's
+// products as well.
 //
 // Shared tiles are rows of 64 elements (128 bytes) in the copy engine's 128-byte swizzle, the layout wgmma reads;
 // head dim 128 is two such column halves. The scores S are in log2 units: P = exp2(S scale log2e - m).
