@@ -2,7 +2,8 @@
 
 The harness is the handout's test, verbatim: q, k, v of (16, 16384, 64) in bf16, causal, ``torch.compile``
 of the autograd function's ``apply``, ``o.sum().backward()``, timed with ``triton.testing.do_bench``. The
-SDPA back ends and our CUDA C++ kernels (``flash_cuda``) run the same harness in the same process. :func:`variants` times named
+SDPA back ends and our CUDA C++ kernels (``flash_cuda``, ``flash_hopper``) run the same harness in the same
+process. :func:`variants` times named
 :class:`~systems.attention.flash_triton.FlashConfig` settings against each other, :func:`kernel_breakdown`
 profiles where a step's device time goes, :func:`cold_start` times the first step with empty caches.
 
@@ -32,7 +33,7 @@ from systems.cli import integer
 from systems.device import OOM, free_memory, is_oom, synchronize, timed
 
 SHAPE = (16, 16384, 64)  # (batch, N, d): the handout's 16 heads as the batch
-IMPLS = ("flash_triton", "flash_cuda", "sdpa_flash", "sdpa_cudnn")
+IMPLS = ("flash_triton", "flash_cuda", "flash_hopper", "sdpa_flash", "sdpa_cudnn")
 # The best forward+backward time of the CS336 Spring 2025 leaderboard at that shape, as published (not measured here)
 SPRING_2025_BEST_MS = 5.364
 

@@ -102,7 +102,7 @@ def cold_facts(cold: dict | None) -> tuple[pd.DataFrame, dict]:
 
 def board_facts(board: pd.DataFrame) -> dict:
     """Ours against each SDPA back end and against the Spring 2025 best; our CUDA C++ kernels against SDPA's
-    FlashAttention-2, in words."""
+    FlashAttention-2 and the Hopper ones against cuDNN, in words."""
     ms = board.set_index("impl").ms
     ours = ms.get("flash_triton")
     out = {"ours_ms": ours, "best_2025_ms": SPRING_2025_BEST_MS}
@@ -116,6 +116,11 @@ def board_facts(board: pd.DataFrame) -> dict:
     else:
         out["cuda_words"] = (f"no time here ({cuda or 'not run'}: they need a GPU of compute capability 8.0 or newer "
                              "and nvcc)")
+    hopper, cudnn = ms.get("flash_hopper"), ms.get("sdpa_cudnn")
+    if isinstance(hopper, float) and isinstance(cudnn, float):
+        out["hopper_words"] = f"{hopper:.3g} ms, {times(hopper / cudnn)} than SDPA's cuDNN back end"
+    else:
+        out["hopper_words"] = f"no time here ({hopper or 'not run'}: it needs a Hopper GPU and nvcc)"
     return out | {f"{key}_words": times(out[key]) for key in ("vs_sdpa_flash", "vs_sdpa_cudnn", "vs_2025")}
 
 
