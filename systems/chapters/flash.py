@@ -100,6 +100,14 @@ def cold_facts(cold: dict | None) -> tuple[pd.DataFrame, dict]:
                    "words": pick(cold["first_call_s"] < 120, "well under", "over")}
 
 
+def _against(ms: pd.Series, impl: str, peer: str, peer_words: str, needs: str) -> str:
+    """``impl``'s time against ``peer``'s in words, or why there is none (what ``impl`` needs to run)."""
+    mine, theirs = ms.get(impl), ms.get(peer)
+    if isinstance(mine, float) and isinstance(theirs, float):
+        return f"{mine:.3g} ms, {times(mine / theirs)} than {peer_words}"
+    return f"no time here ({mine or 'not run'}: {needs})"
+
+
 def board_facts(board: pd.DataFrame) -> dict:
     """Ours against each SDPA back end and against the Spring 2025 best; our CUDA C++ kernels against SDPA's
     FlashAttention-2 and the Hopper ones against cuDNN, in words."""
@@ -110,17 +118,10 @@ def board_facts(board: pd.DataFrame) -> dict:
         theirs = ms.get(impl)
         out |= {f"{impl}_ms": theirs, f"vs_{impl}": ours / theirs if isinstance(theirs, float) else float("nan")}
     out["vs_2025"] = ours / SPRING_2025_BEST_MS if isinstance(ours, float) else float("nan")
-    cuda, flash2 = ms.get("flash_cuda"), ms.get("sdpa_flash")
-    if isinstance(cuda, float) and isinstance(flash2, float):
-        out["cuda_words"] = f"{cuda:.3g} ms, {times(cuda / flash2)} than SDPA's FlashAttention-2 back end"
-    else:
-        out["cuda_words"] = (f"no time here ({cuda or 'not run'}: they need a GPU of compute capability 8.0 or newer "
-                             "and nvcc)")
-    hopper, cudnn = ms.get("flash_hopper"), ms.get("sdpa_cudnn")
-    if isinstance(hopper, float) and isinstance(cudnn, float):
-        out["hopper_words"] = f"{hopper:.3g} ms, {times(hopper / cudnn)} than SDPA's cuDNN back end"
-    else:
-        out["hopper_words"] = f"no time here ({hopper or 'not run'}: it needs a Hopper GPU and nvcc)"
+    out["cuda_words"] = _against(ms, "flash_cuda", "sdpa_flash", "SDPA's FlashAttention-2 back end",
+                                 "they need a GPU of compute capability 8.0 or newer and nvcc")
+    out["hopper_words"] = _against(ms, "flash_hopper", "sdpa_cudnn", "SDPA's cuDNN back end",
+                                   "it needs a Hopper GPU and nvcc")
     return out | {f"{key}_words": times(out[key]) for key in ("vs_sdpa_flash", "vs_sdpa_cudnn", "vs_2025")}
 
 

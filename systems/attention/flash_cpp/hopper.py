@@ -20,8 +20,7 @@ import functools
 import torch
 
 from systems.attention._checks import as_4d, check_attention_inputs, check_is_causal
-from systems.attention.flash_cpp import (CUDA_DTYPES, CUDA_HEAD_DIMS, HERE, build_extension, cuda_machine_unavailable,
-                                         cuda_unsupported)
+from systems.attention.flash_cpp import HERE, build_extension, cuda_machine_unavailable, cuda_unsupported
 
 SOURCES = (HERE / "flash_hopper_ops.cpp", HERE / "flash_hopper_forward.cu")
 # wgmma and setmaxnreg need the architecture-specific target; naming it keeps PyTorch from adding its own
@@ -67,7 +66,7 @@ def flash_attention_hopper(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is
     the portable Triton kernel."""
     check_attention_inputs(q, k, v)
     check_is_causal(is_causal)
-    if q.dtype not in CUDA_DTYPES or q.shape[-1] not in CUDA_HEAD_DIMS:
+    if cuda_unsupported(q.dtype, q.shape[-1]):
         from systems.attention.flash_triton import flash_attention_triton
 
         return flash_attention_triton(q, k, v, is_causal)
