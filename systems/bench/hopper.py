@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 import triton
 
-from systems.attention.flash_cpp.hopper import forward_hopper_cuda
+from systems.attention.flash_cpp.hopper import backward_hopper_cuda, forward_hopper_cuda
 from systems.attention.flash_hopper import BACKWARD_TILES, VARIANTS, BackwardTiles, backward_hopper, forward_hopper
 from systems.attention.flash_triton import flash_attention_triton, flash_forward_triton
 from systems.attention.peers import sdpa_cudnn, sdpa_flash
@@ -97,6 +97,7 @@ def backward_kernels(shapes=SHAPES, rep_ms: int = 200) -> pd.DataFrame:
         calls = {impl: (lambda o=o: torch.autograd.grad(o, qkv, do, retain_graph=True)) for impl, o in graphs.items()}
         o, L = flash_forward_triton(q, k, v, causal)
         calls["Gluon (Hopper)"] = lambda: backward_hopper(q, k, v, o, do, L, causal)
+        calls["CUDA C++ (Hopper)"] = lambda: backward_hopper_cuda(q, k, v, o, do, L, causal)
         want = calls["SDPA cuDNN"]()
         for impl, call in calls.items():
             err = _relative_error(call(), want)

@@ -218,6 +218,8 @@ TORCH_LIBRARY(systems_flash, m) {
   m.def("hopper_forward(Tensor q, Tensor k, Tensor v, bool is_causal) -> (Tensor, Tensor)");
   m.def("hopper_forward_variant(Tensor q, Tensor k, Tensor v, bool is_causal, int stages, bool pingpong, "
         "int consumers) -> (Tensor, Tensor)");
+  m.def("hopper_backward(Tensor q, Tensor k, Tensor v, Tensor o, Tensor dout, Tensor L, bool is_causal) "
+        "-> (Tensor, Tensor, Tensor)");
   m.def("hopper_attention(Tensor q, Tensor k, Tensor v, bool is_causal) -> Tensor");
 }
 
@@ -231,6 +233,7 @@ TORCH_LIBRARY_IMPL(systems_flash, Meta, m) {
   m.impl("backward", &backward_meta);
   m.impl("hopper_forward", &forward_meta);
   m.impl("hopper_forward_variant", &hopper_variant_meta);
+  m.impl("hopper_backward", &backward_meta);
 }
 
 TORCH_LIBRARY_IMPL(systems_flash, CompositeExplicitAutograd, m) {

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 
 #include <cmath>
 #include <cstdint>
@@ -29,12 +31,13 @@ inline void check_cuda_inputs(const Tensor& q, const Tensor& k, const Tensor& v)
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "systems_flash (CUDA): at most 65535 batches and heads");
 }
 
-// Whether the kernels can read or write `t` where it is: unit stride along the head dim and 16-byte rows (strides of
-// dimensions of size 1 never move a pointer, so they do not count).
+// Whether the kernels can read or write `t` where it is: unit stride along the head dim and 16-byte rows, none
+// repeated by a stride of 0 (an expanded tensor), which the copy engine's tensor maps (the Hopper kernels) do not
+// take. Strides of dimensions of size 1 never move a pointer, so they do not count.
 inline bool kernel_layout(const Tensor& t) {
   if (t.stride(3) != 1 || reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 != 0) return false;
   for (int dim = 0; dim < 3; ++dim) {
-    if (t.size(dim) > 1 && t.stride(dim) % 8 != 0) return false;
+    if (t.size(dim) > 1 && (t.stride(dim) % 8 != 0 || t.stride(dim) == 0)) return false;
   }
   return true;
 }
@@ -63,6 +66,38 @@ inline cuda::Problem problem(const Tensor& q, const Tensor& k, bool is_causal) {
 
 inline void check_launch(cudaError_t error) {
   TORCH_CHECK(error == cudaSuccess, "systems_flash (CUDA): kernel launch failed: ", cudaGetErrorString(error));
+}
+
+// The backward op's body for a kernel launcher with cuda::backward's signature: the inputs checked, made readable, the
+// gradients laid out as the Meta kernel promises.
+template <typename Launch>
+std::tuple<Tensor, Tensor, Tensor> run_backward(Launch launch, const Tensor& q_in, const Tensor& k_in,
+                                                const Tensor& v_in, const Tensor& o_in, const Tensor& dout_in,
+                                                const Tensor& L_in, bool is_causal) {
+  check_cuda_inputs(q_in, k_in, v_in);
+  TORCH_CHECK(o_in.sizes() == q_in.sizes() && dout_in.sizes() == q_in.sizes(),
+              "systems_flash (CUDA): o and dout must be shaped like q ", systems_flash::text(q_in.sizes()), ", got ",
+              systems_flash::text(o_in.sizes()), " and ", systems_flash::text(dout_in.sizes()));
+  TORCH_CHECK(o_in.scalar_type() == q_in.scalar_type() && dout_in.scalar_type() == q_in.scalar_type(),
+              "systems_flash (CUDA): o and dout must have q's dtype");
+  TORCH_CHECK(L_in.dim() == 3 && L_in.size(0) == q_in.size(0) && L_in.size(1) == q_in.size(1) &&
+                  L_in.size(2) == q_in.size(2),
+              "systems_flash (CUDA): L must be (B, H, Nq), got ", systems_flash::text(L_in.sizes()));
+  const c10::cuda::CUDAGuard device(q_in.device());
+  // dO may arrive expanded from a scalar (o.sum().backward(): every stride 0); readable() copies it then
+  const Tensor q = readable(q_in), k = readable(k_in), v = readable(v_in), o = readable(o_in),
+               dout = readable(dout_in), L = L_in.to(at::kFloat).contiguous();
+  Tensor delta = at::empty_like(L);
+  auto [dq, dq_written] = output_like(q_in);
+  auto [dk, dk_written] = output_like(k_in);
+  auto [dv, dv_written] = output_like(v_in);
+  check_launch(launch(problem(q, k, is_causal), rows(q), rows(k), rows(v), rows(o), rows(dout), L.data_ptr<float>(),
+                      delta.data_ptr<float>(), rows(dq_written), rows(dk_written), rows(dv_written),
+                      c10::cuda::getCurrentCUDAStream()));
+  settle(dq, dq_written);
+  settle(dk, dk_written);
+  settle(dv, dv_written);
+  return {dq, dk, dv};
 }
 
 }  // namespace systems_flash_cuda_tensors

@@ -22,33 +22,12 @@
 //
 // Shared tiles are rows of 64 elements (128 bytes) in the copy engine's 128-byte swizzle, the layout wgmma reads;
 // head dim 128 is two such column halves. The scores S are in log2 units: P = exp2(S scale log2e - m).
-#include <cuda.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-#include <cstdint>
-#include <type_traits>
-
-#include "flash_cuda.cuh"
-#include "flash_hopper.h"
+#include "flash_hopper.cuh"
 
 namespace systems_flash_hopper {
 
-using systems_flash_cuda::Element;
-using systems_flash_cuda::fast_exp2;
-using systems_flash_cuda::head_rows;
-using systems_flash_cuda::LN2;
-using systems_flash_cuda::LOG2E;
-using systems_flash_cuda::Problem;
-using systems_flash_cuda::Rows;
-using systems_flash_cuda::row_max;
-using systems_flash_cuda::row_sum;
-using systems_flash_cuda::shared_address;
-
 constexpr int BLOCK_K = 128, CONSUMER_ROWS = 64;
-constexpr int TILE_COLUMNS = 64;                        // one 128-byte swizzle row of 16-bit elements
 constexpr int HALF_BYTES = BLOCK_K * TILE_COLUMNS * 2;  // a (128, 64) tile of K or V: 16 KiB
-constexpr int PRODUCER_REGISTERS = 24;
 
 // A block of CONSUMERS consumer warpgroups (2, or 3 at head dim 64 as FlashAttention-3 has it there) and the producer.
 template <int CONSUMERS>
@@ -59,9 +38,6 @@ struct Block {
   // 128 x 24 + 256 x 240 = 64512, 128 x 24 + 384 x 160 = 64512
   static constexpr int CONSUMER_REGISTERS = CONSUMERS == 2 ? 240 : 160;
 };
-
-template <typename T>
-constexpr bool IS_BF16 = std::is_same_v<T, __nv_bfloat16>;
 
 template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS>
 struct Shared {  // the block's shared memory, 1024-byte aligned (the swizzle's period)
@@ -74,119 +50,6 @@ struct Shared {  // the block's shared memory, 1024-byte aligned (the swizzle's 
 
 // the device code below exists for sm_90a alone (wgmma, setmaxnreg); other passes compile an empty kernel
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// d (64 x 128, fp32) = or += A B from shared memory, A and B K-major (S = Q K^T): `accumulate` 0 starts from zero
-template <typename T>
-__device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], uint64_t a, uint64_t b, int accumulate) {
-  if constexpr (IS_BF16<T>) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(a), "l"(b), "r"(accumulate));
-  } else {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(a), "l"(b), "r"(accumulate));
-  }
-}
-
-// d (64 x 64, fp32) += A B, A from registers (P), B from shared memory N-major (V, transposed by the instruction)
-template <typename T>
-__device__ __forceinline__ void wgmma_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t b) {
-  if constexpr (IS_BF16<T>) {
-    asm volatile(
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
-  } else {
-    asm volatile(
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
-  }
-}
-
-// d (64 x 128, fp32) += A B, A from registers (P), B from shared memory N-major (V, transposed by the instruction)
-template <typename T>
-__device__ __forceinline__ void wgmma_rs_n128(float (&d)[64], const uint32_t (&a)[4], uint64_t b) {
-  if constexpr (IS_BF16<T>) {
-    asm volatile(
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
-  } else {
-    asm volatile(
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
-  }
-}
-
-// ---- the tensor cores' side: descriptors, fences, groups ----
-
-// A shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"): start address, leading and stride byte
-// offsets (16-byte units), 128-byte swizzle. K-major tiles (Q, K): 8-row groups 1024 bytes apart, the leading offset
-// unused. V as B of P V is N-major (head dim contiguous): 8-key groups 1024 bytes apart, column halves `lead` apart.
-__device__ __forceinline__ uint64_t descriptor(uint32_t address, uint32_t lead, uint32_t stride) {
-  return static_cast<uint64_t>((address & 0x3FFFF) >> 4) | static_cast<uint64_t>(lead >> 4) << 16 |
-         static_cast<uint64_t>(stride >> 4) << 32 | 1ull << 62;
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-// Keeps the compiler from moving reads of accumulators that a wgmma still writes across the wait that ends it.
-template <int N>
-__device__ __forceinline__ void fence_registers(float (&r)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
-}
-
-// ---- the copy engine's side: mbarriers and bulk tensor copies ----
-
-__device__ __forceinline__ void barrier_init(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(bar)), "r"(count));
-}
-__device__ __forceinline__ void barrier_expect(uint64_t* bar, int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(bar)), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void barrier_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_address(bar)) : "memory");
-}
-// Waits for the phase of parity `phase` to complete.
-__device__ __forceinline__ void barrier_wait(uint64_t* bar, int phase) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n}\n" ::"r"(shared_address(bar)),
-      "r"(phase)
-      : "memory");
-}
-// One (rows, 64) box of a (d, N, H, B) tensor map at (column, row, head, batch) into shared memory.
-__device__ __forceinline__ void copy_box(void* to, const CUtensorMap& map, uint64_t* bar, int column, int row, int h,
-                                         int b) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
-      "[%6];\n" ::"r"(shared_address(to)),
-      "l"(reinterpret_cast<uint64_t>(&map)), "r"(column), "r"(row), "r"(h), "r"(b), "r"(shared_address(bar))
-      : "memory");
-}
-
-// Named barrier 1 + c: consumer c's turn at the tensor cores (PINGPONG), given by the consumer before it in turn.
-__device__ __forceinline__ void wait_turn(int consumer) {
-  asm volatile("bar.sync %0, 256;\n" ::"r"(1 + consumer) : "memory");
-}
-template <int CONSUMERS>
-__device__ __forceinline__ void give_turn(int consumer) {
-  asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (consumer + 1) % CONSUMERS) : "memory");
-}
-
 
 // S = Q K^T for one consumer's 64 queries: HEAD_DIM / 16 products of k 16, each 32 bytes further along a row (and
 // past the first 64 columns, in the tiles' second column half).
@@ -217,17 +80,6 @@ __device__ __forceinline__ void issue_values(float (&o)[HEAD_DIM / 2], const uin
     }
   }
   wgmma_commit();
-}
-
-// S's accumulators, for lane 4 g + t of warp w of the warpgroup: s[4 n + e] is row 16 w + g + 8 (e / 2), key
-// 8 n + 2 t + e % 2 (the layout of mma.sync's C tiles, side by side). As bf16 pairs they are the A fragment of P V.
-template <typename T>
-__device__ __forceinline__ void to_operand(uint32_t (&p)[BLOCK_K / 16][4], const float (&s)[64]) {
-#pragma unroll
-  for (int kk = 0; kk < BLOCK_K / 16; ++kk) {
-#pragma unroll
-    for (int r = 0; r < 4; ++r) p[kk][r] = Element<T>::pack(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
-  }
 }
 
 // The online softmax of one tile of S, in place (S becomes P): masked past the keys' end and, causal, above the
@@ -301,7 +153,7 @@ __device__ __forceinline__ void consume(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& 
   wgmma_wait<0>();
   fence_registers(s);
   softmax<CAUSAL>(s, m_i, l_i, alpha, 0, row, n_keys, masked(0), qk_scale);
-  to_operand<T>(p, s);
+  to_operand<T, BLOCK_K>(p, s);
 
   for (int j = 1; j < n_tiles; ++j) {
     const int stage = j % STAGES, previous = (j - 1) % STAGES;
@@ -318,7 +170,7 @@ __device__ __forceinline__ void consume(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& 
     wgmma_wait<0>();
     fence_registers(o);
     if (lane == 0) barrier_arrive(&sh.empty[previous]);
-    to_operand<T>(p, s);
+    to_operand<T, BLOCK_K>(p, s);
   }
 
   const int last = (n_tiles - 1) % STAGES;
@@ -419,45 +271,6 @@ __global__ void __launch_bounds__(Block<CONSUMERS>::THREADS, 1)
 }
 
 namespace {
-
-// cuTensorMapEncodeTiled, from the driver through the runtime (no link against libcuda)
-using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                            const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                            CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-Encode encoder() {
-  static const Encode encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found;
-    const cudaError_t error =
-        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found);
-    return error == cudaSuccess && found == cudaDriverEntryPointSuccess ? reinterpret_cast<Encode>(fn) : nullptr;
-  }();
-  return encode;
-}
-
-// The copy engine's map of one (B, H, n_rows, d) tensor as (d, n_rows, H, B), read in boxes of (64, box_rows) with
-// the 128-byte swizzle; rows past n_rows read as zeros. A dimension of size 1 never moves a pointer, so its stride
-// (which may be anything) is replaced by one the copy engine accepts.
-cudaError_t tensor_map(CUtensorMap* map, const Problem& p, const Rows& rows, int n_rows, int box_rows) {
-  const Encode encode = encoder();
-  if (encode == nullptr) return cudaErrorNotSupported;
-  const cuuint64_t element = 2;
-  cuuint64_t dims[4] = {cuuint64_t(p.head_dim), cuuint64_t(n_rows), cuuint64_t(p.heads), cuuint64_t(p.batch)};
-  cuuint64_t strides[3] = {rows.row_stride * element, rows.head_stride * element, rows.batch_stride * element};
-  cuuint64_t natural = dims[0] * element;
-  for (int i = 0; i < 3; ++i) {
-    if (dims[i + 1] == 1) strides[i] = natural;
-    natural = strides[i] * dims[i + 1];
-  }
-  const cuuint32_t box[4] = {TILE_COLUMNS, cuuint32_t(box_rows), 1, 1}, unit[4] = {1, 1, 1, 1};
-  const CUresult result =
-      encode(map, p.dtype == systems_flash_cuda::DType::BFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                                                 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-             4, rows.data, dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return result == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
-}
 
 template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS, bool CAUSAL, bool PINGPONG>
 cudaError_t launch(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, cudaStream_t stream) {

@@ -19,6 +19,15 @@ namespace {
 using at::Tensor;
 using namespace systems_flash_cuda_tensors;
 
+// The kernels are built for sm_90a alone.
+void check_hopper(const Tensor& q) {
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, q.get_device());
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, q.get_device());
+  TORCH_CHECK(major == 9 && minor == 0, "systems_flash (Hopper): the kernels are built for sm_90a (H100, H200); this "
+              "GPU is ", systems_flash::text(major), ".", systems_flash::text(minor));
+}
+
 std::tuple<Tensor, Tensor> hopper_forward_variant(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                                   bool is_causal, int64_t stages, bool pingpong, int64_t consumers) {
   check_cuda_inputs(q_in, k_in, v_in);
@@ -28,11 +37,7 @@ std::tuple<Tensor, Tensor> hopper_forward_variant(const Tensor& q_in, const Tens
               systems_flash::text(stages), " stages and ", systems_flash::text(consumers), " consumers at head dim ",
               systems_flash::text(q_in.size(3)));
   const c10::cuda::CUDAGuard device(q_in.device());
-  int major = 0, minor = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, q_in.get_device());
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, q_in.get_device());
-  TORCH_CHECK(major == 9 && minor == 0, "systems_flash (Hopper): the kernel is built for sm_90a (H100, H200); this "
-              "GPU is ", systems_flash::text(major), ".", systems_flash::text(minor));
+  check_hopper(q_in);
   const Tensor q = readable(q_in), k = readable(k_in), v = readable(v_in);
   auto [o, o_written] = output_like(q_in);
   Tensor L = at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(at::kFloat));
@@ -48,9 +53,15 @@ std::tuple<Tensor, Tensor> hopper_forward(const Tensor& q, const Tensor& k, cons
   return hopper_forward_variant(q, k, v, is_causal, fastest.stages, fastest.pingpong, fastest.consumers);
 }
 
+std::tuple<Tensor, Tensor, Tensor> hopper_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
+                                                   const Tensor& dout, const Tensor& L, bool is_causal) {
+  check_hopper(q);
+  return run_backward(systems_flash_hopper::backward, q, k, v, o, dout, L, is_causal);
+}
+
 struct HopperOps {
   static constexpr const char* forward = "systems_flash::hopper_forward";
-  static constexpr const char* backward = "systems_flash::triton_backward";
+  static constexpr const char* backward = "systems_flash::hopper_backward";
 };
 
 }  // namespace
@@ -58,6 +69,7 @@ struct HopperOps {
 TORCH_LIBRARY_IMPL(systems_flash, CUDA, m) {
   m.impl("hopper_forward", &hopper_forward);
   m.impl("hopper_forward_variant", &hopper_forward_variant);
+  m.impl("hopper_backward", &hopper_backward);
 }
 
 TORCH_LIBRARY_IMPL(systems_flash, CompositeExplicitAutograd, m) {

@@ -1,8 +1,8 @@
 """FlashAttention's forward written for Hopper in CUDA C++ (``flash_hopper_forward.cu``): the copy engine feeding a
 ring of shared-memory stages, two consumer warpgroups multiplying with asynchronous wgmma while their exponentials
 run, registers moved from the producer to the consumers, and the consumers taking turns at the tensor cores
-(FlashAttention-3's design). Registered as ``flash_hopper``: this forward, then the backward of the Triton kernels
-launched from C++ (``systems_flash::triton_backward``), both under one C++ autograd node
+(FlashAttention-3's design); and a backward in the same shape (``flash_hopper_backward.cu``: dK/dV, then dQ, no
+atomics). Registered as ``flash_hopper``: both under one C++ autograd node
 (``torch.ops.systems_flash.hopper_attention``).
 
 It runs on sm_90 GPUs (H100, H200), bf16 and fp16, head dims 64 and 128; other inputs go to the portable Triton
@@ -22,7 +22,7 @@ import torch
 from systems.attention._checks import as_4d, check_attention_inputs, check_is_causal
 from systems.attention.flash_cpp import HERE, build_extension, cuda_machine_unavailable, cuda_unsupported
 
-SOURCES = (HERE / "flash_hopper_ops.cpp", HERE / "flash_hopper_forward.cu")
+SOURCES = (HERE / "flash_hopper_ops.cpp", HERE / "flash_hopper_forward.cu", HERE / "flash_hopper_backward.cu")
 # wgmma and setmaxnreg need the architecture-specific target; naming it keeps PyTorch from adding its own
 ARCH_FLAGS = ("-gencode=arch=compute_90a,code=sm_90a",)
 HOPPER = (9, 0)
@@ -31,14 +31,14 @@ _READY = False  # set once built: a call then checks nothing more
 
 @functools.cache
 def _build() -> str | None:
-    """The operator's schemas, the Triton kernels' host path (the backward) and this kernel, once per process; None,
-    or why they could not be built."""
+    """The operator's schemas, the Triton kernels' host path and these kernels, once per process; None, or why they
+    could not be built."""
     global _READY
     from systems.attention import flash_cpp
     from systems.attention.flash_triton import host
 
     why = flash_cpp._build() or host.unavailable() or build_extension(
-        "systems_flash_hopper", SOURCES, "the Hopper FlashAttention kernel", extra_cuda_cflags=["-O3", *ARCH_FLAGS])
+        "systems_flash_hopper", SOURCES, "the Hopper FlashAttention kernels", extra_cuda_cflags=["-O3", *ARCH_FLAGS])
     _READY = why is None
     return why
 
@@ -74,6 +74,20 @@ def flash_attention_hopper(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is
     if why:
         raise RuntimeError(f"flash_hopper {why}")
     return torch.ops.systems_flash.hopper_attention(as_4d(q), as_4d(k), as_4d(v), is_causal).view(q.shape)
+
+
+def backward_hopper_cuda(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, do: torch.Tensor,
+                         L: torch.Tensor, is_causal: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The backward alone: dQ, dK, dV from the forward's q, k, v, O, its L (B, [H,] Nq) and dO."""
+    check_attention_inputs(q, k, v)
+    check_is_causal(is_causal)
+    why = unavailable(q.device) or cuda_unsupported(q.dtype, q.shape[-1])
+    if why:
+        raise ValueError(f"flash_hopper {why}")
+    q4, k4, v4 = as_4d(q), as_4d(k), as_4d(v)
+    dq, dk, dv = torch.ops.systems_flash.hopper_backward(q4, k4, v4, as_4d(o), as_4d(do), L.reshape(q4.shape[:-1]),
+                                                         is_causal)
+    return dq.view(q.shape), dk.view(k.shape), dv.view(v.shape)
 
 
 def forward_hopper_cuda(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False, stages: int = 3,
