@@ -29,12 +29,11 @@ cudaError_t forward(const systems_flash_cuda::Problem& problem, systems_flash_cu
                     systems_flash_cuda::Rows v, systems_flash_cuda::Rows o, float* L, cudaStream_t stream,
                     const Variant& variant);
 
-// dQ, dK, dV from the forward's inputs, O, dO and L. Scratch in fp32: delta of L's shape (rowsum(dO * O)), dq_sums
-// of q's shape, contiguous and zeroed (dQ is added up there before it is written in q's dtype). The copy engine reads
-// q, k, v and dout (16-byte aligned data and strides).
+// dQ, dK, dV from the forward's inputs, O, dO and L; delta is fp32 scratch of L's shape (rowsum(dO * O)). The
+// copy engine reads q, k, v and dout (16-byte aligned data and strides).
 cudaError_t backward(const systems_flash_cuda::Problem& problem, systems_flash_cuda::Rows q, systems_flash_cuda::Rows k,
                      systems_flash_cuda::Rows v, systems_flash_cuda::Rows o, systems_flash_cuda::Rows dout,
-                     const float* L, float* delta, float* dq_sums, systems_flash_cuda::Rows dq,
-                     systems_flash_cuda::Rows dk, systems_flash_cuda::Rows dv, cudaStream_t stream);
+                     const float* L, float* delta, systems_flash_cuda::Rows dq, systems_flash_cuda::Rows dk,
+                     systems_flash_cuda::Rows dv, cudaStream_t stream);
 
 }  // namespace systems_flash_hopper

@@ -1,16 +1,18 @@
 // FlashAttention's backward written for Hopper (sm_90a) in CUDA C++, in the forward's shape (flash_hopper_forward.cu):
-// a producer warpgroup feeding a ring of shared-memory stages through the copy engine, two consumer warpgroups of 64
-// keys each multiplying with asynchronous wgmma, the products that need no transposed operand issued from registers.
-// One pass, as FlashAttention-3 takes it: a block owns 128 keys and walks the query tiles of 64 that see them; per
-// tile, for its 64 keys, each consumer
-//   S^T = K Q^T and dP^T = V dO^T issued together (shared memory)
-//   P^T = exp2(S^T scale log2e - L log2e)           (under dP^T)
-//   dV += P^T dO                                     (P^T from registers)
-//   dS^T = P^T (dP^T - D);  dK += dS^T Q             (dS^T from registers), and dS^T into shared memory
-//   dQ(tile) += dS K over the block's 128 keys, for half of dQ's columns (both consumers' dS^T, read transposed),
-//   added to a float32 dQ in global memory (red.global.add: every key block adds to the queries it sees)
-// D = rowsum(dO * O) comes from a preprocess kernel, dQ in the inputs' dtype from a last one; dK and dQ are scaled by
-// the softmax scale at the end.
+// a producer warpgroup feeding rings of shared-memory stages through the copy engine, two consumer warpgroups of 64
+// rows each multiplying with asynchronous wgmma, the products that need no transposed operand issued from registers.
+// Two passes, as the Triton kernels take them at head dim 128 (../flash_triton/kernels.py), so nothing is added up
+// atomically:
+//   preprocess  D = rowsum(dO * O)
+//   dK/dV       a block owns 128 keys and walks the query tiles of 64 that see them; per tile, for its 64 keys
+//                 S^T = K Q^T and dP^T = V dO^T issued together (shared memory)
+//                 P^T = exp2(S^T scale log2e - L log2e)          (under dP^T)
+//                 dV += P^T dO                                    (P^T from registers)
+//                 dS^T = P^T (dP^T - D);  dK += dS^T Q            (dS^T under dV; dS^T from registers)
+//   dQ          a block owns 128 queries and walks the key tiles of 64 it sees; per tile, for its 64 queries
+//                 S = Q K^T and dP = dO V^T issued together; P = exp2(S scale log2e - L log2e);
+//                 dS = P (dP - D);  dQ += dS K
+// and at the end dK and dQ are scaled by the softmax scale.
 #include "flash_hopper.cuh"
 
 namespace systems_flash_hopper {
@@ -21,7 +23,8 @@ constexpr int THREADS = 384, CONSUMER_REGISTERS = 240;
 constexpr int TILE_HALF = ROWS * TILE_COLUMNS * 2;         // a (64, 64) tile: 8 KiB
 constexpr int BLOCK_HALF = BLOCK_ROWS * TILE_COLUMNS * 2;  // a (128, 64) tile: 16 KiB
 
-// A block's shared memory: its own 128 rows of K and V, loaded once, a ring of the Q and dO tiles it walks, and dS^T.
+// A block's shared memory, either pass: its own rows of two tensors, loaded once (K and V for dK/dV, Q and dO for dQ),
+// and a ring of the tiles of two tensors it walks (Q and dO, or K and V).
 template <int HEAD_DIM, int STAGES>
 struct BackwardShared {
   static constexpr int HALVES = HEAD_DIM / TILE_COLUMNS;
@@ -29,9 +32,6 @@ struct BackwardShared {
   alignas(1024) unsigned char own_b[HALVES * BLOCK_HALF];
   alignas(1024) unsigned char walk_a[STAGES][HALVES * TILE_HALF];
   alignas(1024) unsigned char walk_b[STAGES][HALVES * TILE_HALF];
-  // dS^T of the block's 128 keys (rows) by a tile's 64 queries, two deep: one consumer writes the next while the
-  // other may still read this one
-  alignas(1024) unsigned char ds[2][BLOCK_ROWS * 128];
   uint64_t own_full, full[STAGES], empty[STAGES];
 };
 
@@ -134,77 +134,18 @@ __device__ __forceinline__ void produce(BackwardShared<HEAD_DIM, STAGES>& sh, co
   }
 }
 
-// dS^T's 64 rows of one consumer (its wgmma accumulator layout, as bf16 pairs) into a (rows, 64) tile in the copy
-// engine's 128-byte swizzle: a row's 16-byte chunk c sits at chunk c ^ (row % 8), so the lanes of a store hit
-// distinct banks.
-template <int KEYS>
-__device__ __forceinline__ void store_swizzled(unsigned char* tile, const uint32_t (&a)[KEYS / 16][4]) {
-  const int warp = threadIdx.x / 32 % 4, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-#pragma unroll
-  for (int kk = 0; kk < KEYS / 16; ++kk) {
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {  // a[kk][r]: columns 8 (2 kk + r / 2) + 2 t, +1 of row 16 warp + g + 8 (r % 2)
-      const int row = warp * 16 + g + 8 * (r % 2), chunk = (2 * kk + r / 2) ^ g;
-      *reinterpret_cast<uint32_t*>(tile + row * 128 + chunk * 16 + 4 * t) = a[kk][r];
-    }
-  }
-}
-
-// d (64 x COLUMNS) = dS K over the block's 128 keys: dS from the (128 keys, 64 queries) tile ds, K's rows from
-// k_columns, both read transposed (MN-major); 8-row groups 1024 bytes apart, k steps of 16 rows.
-template <typename T, int COLUMNS>
-__device__ __forceinline__ void issue_transposed(float (&d)[COLUMNS / 2], uint32_t ds, uint32_t k_columns) {
-  wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < BLOCK_ROWS / 16; ++kk) {
-    const uint64_t a = descriptor(ds + kk * 16 * 128, BLOCK_HALF, 1024);
-    const uint64_t b = descriptor(k_columns + kk * 16 * 128, BLOCK_HALF, 1024);
-    if constexpr (COLUMNS == 64) {
-      wgmma_ss_n64<T, 1>(d, a, b, kk);
-    } else {
-      wgmma_ss_n32_transposed<T>(d, a, b, kk);
-    }
-  }
-  wgmma_commit();
-}
-
-// A consumer's (64 x COLUMNS) accumulator added to float32 rows `stride` apart (rows from n_rows on left out), two
-// columns an instruction.
-template <int COLUMNS>
-__device__ __forceinline__ void add_rows(float* out, int64_t stride, const float (&acc)[COLUMNS / 2], int row,
-                                         int n_rows) {
-  const int t = threadIdx.x % 4;
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int r = row + 8 * half;
-    if (r >= n_rows) continue;
-#pragma unroll
-    for (int n = 0; n < COLUMNS / 8; ++n) {
-      asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(out + r * stride + n * 8 + 2 * t),
-                   "f"(acc[4 * n + 2 * half]), "f"(acc[4 * n + 2 * half + 1])
-                   : "memory");
-    }
-  }
-}
-
-// dK/dV for one consumer's 64 keys (own_a = K, own_b = V; walked: walk_a = Q, walk_b = dO), and its half of dQ's
-// columns for each query tile, added to dq_sums.
+// dK/dV for one consumer's 64 keys (own_a = K, own_b = V; walked: walk_a = Q, walk_b = dO).
 template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL>
-__device__ __forceinline__ void consume(BackwardShared<HEAD_DIM, STAGES>& sh, const Problem& p, const float* L,
-                                        const float* delta, const Rows& dK, const Rows& dV, float* dq_sums, int k0,
-                                        int h, int b, int first_tile, int n_tiles) {
-  constexpr int DQ_COLUMNS = HEAD_DIM / 2;  // this consumer's columns of dQ
+__device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& sh, const Problem& p, const float* L,
+                                             const float* delta, const Rows& dK, const Rows& dV, int k0, int h,
+                                             int b, int first_tile, int n_tiles) {
   const int consumer = threadIdx.x / 128 - 1, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, t = lane % 4;
   const int my_k0 = k0 + consumer * ROWS, key = my_k0 + warp * 16 + lane / 4;  // this lane's keys: key, key + 8
   const uint32_t k_rows = shared_address(sh.own_a) + consumer * ROWS * 128;
   const uint32_t v_rows = shared_address(sh.own_b) + consumer * ROWS * 128;
   const int64_t bh = int64_t(b) * p.heads + h;
   const float qk_scale = p.scale * LOG2E;
-  // dQ = dS K: K's 128 rows (the product's k), this consumer's columns; a column offset inside a 128-byte swizzle row
-  // is an address offset, as it is for K-major operands
-  const int column0 = consumer * DQ_COLUMNS;
-  const uint32_t k_columns = shared_address(sh.own_a) + column0 / TILE_COLUMNS * BLOCK_HALF + column0 % TILE_COLUMNS * 2;
-  float dk[HEAD_DIM / 2] = {}, dv[HEAD_DIM / 2] = {}, s[32], dp[32], dq[DQ_COLUMNS / 2];
+  float dk[HEAD_DIM / 2] = {}, dv[HEAD_DIM / 2] = {}, s[32], dp[32];
   uint32_t pt[ROWS / 16][4], dst[ROWS / 16][4];
   barrier_wait(&sh.own_full, 0);
   for (int i = 0; i < n_tiles; ++i) {
@@ -253,23 +194,65 @@ __device__ __forceinline__ void consume(BackwardShared<HEAD_DIM, STAGES>& sh, co
     fence_registers(dv);
     to_operand<T, ROWS>(dst, dp);
     issue_registers_by_tile<T, HEAD_DIM>(dk, dst, q);  // dK += dS^T Q
-    unsigned char* ds = sh.ds[i % 2];
-    store_swizzled<ROWS>(ds + consumer * ROWS * 128, dst);
-    // the tensor cores read shared memory through the async proxy: the stores made visible to it, then both
-    // consumers' rows written before either reads them
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    asm volatile("bar.sync 1, 256;\n" ::: "memory");
-    issue_transposed<T, DQ_COLUMNS>(dq, shared_address(ds), k_columns);  // dQ(tile) = dS K, this consumer's columns
     wgmma_wait<0>();
     fence_registers(dk);
     fence_registers(dv);
-    fence_registers(dq);
     if (lane == 0) barrier_arrive(&sh.empty[stage]);
-    add_rows<DQ_COLUMNS>(dq_sums + (bh * p.n_queries + q0) * HEAD_DIM + column0, HEAD_DIM, dq,
-                         warp * 16 + lane / 4, p.n_queries - q0);
   }
   store_accumulator<T, HEAD_DIM>(head_rows<T>(dK, b, h), dK.row_stride, dk, key, p.n_keys, p.scale);
   store_accumulator<T, HEAD_DIM>(head_rows<T>(dV, b, h), dV.row_stride, dv, key, p.n_keys, 1.f);
+}
+
+// dQ for one consumer's 64 queries (own_a = Q, own_b = dO; walked: walk_a = K, walk_b = V).
+template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL>
+__device__ __forceinline__ void consume_dq(BackwardShared<HEAD_DIM, STAGES>& sh, const Problem& p, const float* L,
+                                           const float* delta, const Rows& dQ, int q0, int h, int b, int n_tiles) {
+  const int consumer = threadIdx.x / 128 - 1, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, t = lane % 4;
+  const int my_q0 = q0 + consumer * ROWS, row = my_q0 + warp * 16 + lane / 4;  // this lane's rows: row, row + 8
+  const uint32_t q_rows = shared_address(sh.own_a) + consumer * ROWS * 128;
+  const uint32_t do_rows = shared_address(sh.own_b) + consumer * ROWS * 128;
+  const int64_t bh = int64_t(b) * p.heads + h;
+  const float qk_scale = p.scale * LOG2E;
+  float lse[2], dd[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = row + 8 * half;
+    lse[half] = r < p.n_queries ? L[bh * p.n_queries + r] * LOG2E : 0.f;
+    dd[half] = r < p.n_queries ? delta[bh * p.n_queries + r] : 0.f;
+  }
+  float dq[HEAD_DIM / 2] = {}, s[32], dp[32];
+  uint32_t ds[ROWS / 16][4];
+  barrier_wait(&sh.own_full, 0);
+  for (int j = 0; j < n_tiles; ++j) {
+    const int stage = j % STAGES, k0 = j * ROWS;
+    barrier_wait(&sh.full[stage], (j / STAGES) & 1);
+    const uint32_t k = shared_address(sh.walk_a[stage]), v = shared_address(sh.walk_b[stage]);
+    issue_rows_by_rows<T, HEAD_DIM, BLOCK_HALF, TILE_HALF>(s, q_rows, k);    // S = Q K^T
+    issue_rows_by_rows<T, HEAD_DIM, BLOCK_HALF, TILE_HALF>(dp, do_rows, v);  // dP = dO V^T
+    wgmma_wait<1>();
+    fence_registers(s);
+    const bool edge = k0 + ROWS > p.n_keys || (CAUSAL && k0 + ROWS - 1 > my_q0);
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = k0 + 8 * n + 2 * t + (e & 1), query = row + 8 * (e >> 1);
+        float pv = fast_exp2(fmaf(s[4 * n + e], qk_scale, -lse[e >> 1]));
+        if (edge && (key >= p.n_keys || (CAUSAL && key > query))) pv = 0.f;
+        s[4 * n + e] = pv;
+      }
+    }
+    wgmma_wait<0>();
+    fence_registers(dp);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) dp[i] = s[i] * (dp[i] - dd[(i >> 1) & 1]);  // dS
+    to_operand<T, ROWS>(ds, dp);
+    issue_registers_by_tile<T, HEAD_DIM>(dq, ds, k);  // dQ += dS K
+    wgmma_wait<0>();
+    fence_registers(dq);
+    if (lane == 0) barrier_arrive(&sh.empty[stage]);
+  }
+  store_accumulator<T, HEAD_DIM>(head_rows<T>(dQ, b, h), dQ.row_stride, dq, row, p.n_queries, p.scale);
 }
 
 template <int HEAD_DIM, int STAGES>
@@ -296,10 +279,9 @@ __device__ __forceinline__ void init_barriers(BackwardShared<HEAD_DIM, STAGES>& 
 // maps: K, V (boxes of 128 rows), Q, dO (boxes of 64)
 template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL>
 __global__ void __launch_bounds__(THREADS, 1)
-    hopper_bwd_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
-                      const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap do_map,
-                      const Problem problem, const float* L, const float* delta, const Rows dK, const Rows dV,
-                      float* dq_sums) {
+    hopper_bwd_dkdv_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
+                           const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap do_map,
+                           const Problem problem, const float* L, const float* delta, const Rows dK, const Rows dV) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char raw[];
   auto& sh = backward_shared<HEAD_DIM, STAGES>(raw);
@@ -313,24 +295,34 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (threadIdx.x == 0) produce<HEAD_DIM, STAGES>(sh, k_map, v_map, q_map, do_map, k0, first_tile, n_tiles, h, b);
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGISTERS));
-    consume<T, HEAD_DIM, STAGES, CAUSAL>(sh, problem, L, delta, dK, dV, dq_sums, k0, h, b, first_tile, n_tiles);
+    consume_dkdv<T, HEAD_DIM, STAGES, CAUSAL>(sh, problem, L, delta, dK, dV, k0, h, b, first_tile, n_tiles);
   }
 #endif
 }
 
-// dQ = scale * dq_sums in the inputs' dtype, 8 columns a thread
-template <typename T, int HEAD_DIM>
-__global__ void dq_from_sums_kernel(const Problem problem, const float* dq_sums, const Rows dQ) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t row = i / (HEAD_DIM / 8);
-  if (row >= int64_t(problem.batch) * problem.heads * problem.n_queries) return;
-  const int column = i % (HEAD_DIM / 8) * 8, r = row % problem.n_queries, bh = row / problem.n_queries;
-  const float4* from = reinterpret_cast<const float4*>(dq_sums + row * HEAD_DIM + column);
-  const float4 x = from[0], y = from[1];
-  const float c = problem.scale;
-  const uint4 out = {Element<T>::pack(x.x * c, x.y * c), Element<T>::pack(x.z * c, x.w * c),
-                     Element<T>::pack(y.x * c, y.y * c), Element<T>::pack(y.z * c, y.w * c)};
-  *reinterpret_cast<uint4*>(head_rows<T>(dQ, bh / problem.heads, bh % problem.heads) + r * dQ.row_stride + column) = out;
+// maps: Q, dO (boxes of 128 rows), K, V (boxes of 64)
+template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL>
+__global__ void __launch_bounds__(THREADS, 1)
+    hopper_bwd_dq_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap do_map,
+                         const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
+                         const Problem problem, const float* L, const float* delta, const Rows dQ) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char raw[];
+  auto& sh = backward_shared<HEAD_DIM, STAGES>(raw);
+  // causal: the last query tiles see the most keys; launched first, they do not trail at the end
+  const int query_tile = CAUSAL ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int h = blockIdx.y, b = blockIdx.z, q0 = query_tile * BLOCK_ROWS;
+  const int k_end = CAUSAL ? min(problem.n_keys, q0 + BLOCK_ROWS) : problem.n_keys;
+  const int n_tiles = (k_end + ROWS - 1) / ROWS;
+  init_barriers(sh);
+  if (threadIdx.x < 128) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGISTERS));
+    if (threadIdx.x == 0) produce<HEAD_DIM, STAGES>(sh, q_map, do_map, k_map, v_map, q0, 0, n_tiles, h, b);
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGISTERS));
+    consume_dq<T, HEAD_DIM, STAGES, CAUSAL>(sh, problem, L, delta, dQ, q0, h, b, n_tiles);
+  }
+#endif
 }
 
 namespace {
@@ -339,45 +331,53 @@ constexpr int STAGES = 2;
 
 template <typename T, int HEAD_DIM, bool CAUSAL>
 cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L,
-                            float* delta, float* dq_sums, Rows dq, Rows dk, Rows dv, cudaStream_t stream) {
+                            float* delta, Rows dq, Rows dk, Rows dv, cudaStream_t stream) {
   const int64_t rows = int64_t(p.batch) * p.heads * p.n_queries;
   preprocess_kernel<T, HEAD_DIM><<<(rows + 127) / 128, 128, 0, stream>>>(p, o, dout, delta);
-  CUtensorMap k_map, v_map, q_map, do_map;
-  for (cudaError_t error : {tensor_map(&k_map, p, k, p.n_keys, BLOCK_ROWS), tensor_map(&v_map, p, v, p.n_keys, BLOCK_ROWS),
-                            tensor_map(&q_map, p, q, p.n_queries, ROWS), tensor_map(&do_map, p, dout, p.n_queries, ROWS)}) {
+  CUtensorMap k128, v128, q64, do64, q128, do128, k64, v64;
+  for (cudaError_t error : {tensor_map(&k128, p, k, p.n_keys, BLOCK_ROWS), tensor_map(&v128, p, v, p.n_keys, BLOCK_ROWS),
+                            tensor_map(&q64, p, q, p.n_queries, ROWS), tensor_map(&do64, p, dout, p.n_queries, ROWS),
+                            tensor_map(&q128, p, q, p.n_queries, BLOCK_ROWS),
+                            tensor_map(&do128, p, dout, p.n_queries, BLOCK_ROWS),
+                            tensor_map(&k64, p, k, p.n_keys, ROWS), tensor_map(&v64, p, v, p.n_keys, ROWS)}) {
     if (error != cudaSuccess) return error;
   }
   constexpr int SHARED = sizeof(BackwardShared<HEAD_DIM, STAGES>) + 1024;
-  constexpr auto kernel = hopper_bwd_kernel<T, HEAD_DIM, STAGES, CAUSAL>;
-  if (const cudaError_t error = systems_flash_cuda::allow_shared<kernel>(SHARED); error != cudaSuccess) return error;
-  kernel<<<dim3((p.n_keys + BLOCK_ROWS - 1) / BLOCK_ROWS, p.heads, p.batch), THREADS, SHARED, stream>>>(
-      k_map, v_map, q_map, do_map, p, L, delta, dk, dv, dq_sums);
-  dq_from_sums_kernel<T, HEAD_DIM><<<(rows * (HEAD_DIM / 8) + 255) / 256, 256, 0, stream>>>(p, dq_sums, dq);
+  constexpr auto dkdv = hopper_bwd_dkdv_kernel<T, HEAD_DIM, STAGES, CAUSAL>;
+  constexpr auto dq_kernel = hopper_bwd_dq_kernel<T, HEAD_DIM, STAGES, CAUSAL>;
+  for (cudaError_t error : {systems_flash_cuda::allow_shared<dkdv>(SHARED),
+                            systems_flash_cuda::allow_shared<dq_kernel>(SHARED)}) {
+    if (error != cudaSuccess) return error;
+  }
+  dkdv<<<dim3((p.n_keys + BLOCK_ROWS - 1) / BLOCK_ROWS, p.heads, p.batch), THREADS, SHARED, stream>>>(
+      k128, v128, q64, do64, p, L, delta, dk, dv);
+  dq_kernel<<<dim3((p.n_queries + BLOCK_ROWS - 1) / BLOCK_ROWS, p.heads, p.batch), THREADS, SHARED, stream>>>(
+      q128, do128, k64, v64, p, L, delta, dq);
   return cudaGetLastError();
 }
 
 template <typename T, int HEAD_DIM>
 cudaError_t backward_for(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L, float* delta,
-                         float* dq_sums, Rows dq, Rows dk, Rows dv, cudaStream_t stream) {
-  return p.causal ? launch_backward<T, HEAD_DIM, true>(p, q, k, v, o, dout, L, delta, dq_sums, dq, dk, dv, stream)
-                  : launch_backward<T, HEAD_DIM, false>(p, q, k, v, o, dout, L, delta, dq_sums, dq, dk, dv, stream);
+                         Rows dq, Rows dk, Rows dv, cudaStream_t stream) {
+  return p.causal ? launch_backward<T, HEAD_DIM, true>(p, q, k, v, o, dout, L, delta, dq, dk, dv, stream)
+                  : launch_backward<T, HEAD_DIM, false>(p, q, k, v, o, dout, L, delta, dq, dk, dv, stream);
 }
 
 template <typename T>
 cudaError_t backward_of(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L, float* delta,
-                        float* dq_sums, Rows dq, Rows dk, Rows dv, cudaStream_t stream) {
-  return p.head_dim == 64 ? backward_for<T, 64>(p, q, k, v, o, dout, L, delta, dq_sums, dq, dk, dv, stream)
-                          : backward_for<T, 128>(p, q, k, v, o, dout, L, delta, dq_sums, dq, dk, dv, stream);
+                        Rows dq, Rows dk, Rows dv, cudaStream_t stream) {
+  return p.head_dim == 64 ? backward_for<T, 64>(p, q, k, v, o, dout, L, delta, dq, dk, dv, stream)
+                          : backward_for<T, 128>(p, q, k, v, o, dout, L, delta, dq, dk, dv, stream);
 }
 
 }  // namespace
 
 cudaError_t backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L, float* delta,
-                     float* dq_sums, Rows dq, Rows dk, Rows dv, cudaStream_t stream) {
+                     Rows dq, Rows dk, Rows dv, cudaStream_t stream) {
   if (!systems_flash_cuda::supported_head_dim(p.head_dim)) return cudaErrorInvalidValue;
   return p.dtype == systems_flash_cuda::DType::BFloat16
-             ? backward_of<__nv_bfloat16>(p, q, k, v, o, dout, L, delta, dq_sums, dq, dk, dv, stream)
-             : backward_of<__half>(p, q, k, v, o, dout, L, delta, dq_sums, dq, dk, dv, stream);
+             ? backward_of<__nv_bfloat16>(p, q, k, v, o, dout, L, delta, dq, dk, dv, stream)
+             : backward_of<__half>(p, q, k, v, o, dout, L, delta, dq, dk, dv, stream);
 }
 
 }  // namespace systems_flash_hopper

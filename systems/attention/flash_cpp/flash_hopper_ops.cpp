@@ -56,16 +56,7 @@ std::tuple<Tensor, Tensor> hopper_forward(const Tensor& q, const Tensor& k, cons
 std::tuple<Tensor, Tensor, Tensor> hopper_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                                                    const Tensor& dout, const Tensor& L, bool is_causal) {
   check_hopper(q);
-  const Tensor dq_sums = at::zeros(q.sizes(), q.options().dtype(at::kFloat));
-  return run_backward(
-      [&dq_sums](const systems_flash_cuda::Problem& p, systems_flash_cuda::Rows q, systems_flash_cuda::Rows k,
-                 systems_flash_cuda::Rows v, systems_flash_cuda::Rows o, systems_flash_cuda::Rows dout,
-                 const float* L, float* delta, systems_flash_cuda::Rows dq, systems_flash_cuda::Rows dk,
-                 systems_flash_cuda::Rows dv, cudaStream_t stream) {
-        return systems_flash_hopper::backward(p, q, k, v, o, dout, L, delta, dq_sums.data_ptr<float>(), dq, dk, dv,
-                                              stream);
-      },
-      q, k, v, o, dout, L, is_causal);
+  return run_backward(systems_flash_hopper::backward, q, k, v, o, dout, L, is_causal);
 }
 
 struct HopperOps {
