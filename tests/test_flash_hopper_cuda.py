@@ -1,10 +1,11 @@
 """FlashAttention's forward written for Hopper in CUDA C++ (systems.attention.flash_cpp.hopper, registered as
-flash_hopper), with the Triton kernels' backward behind the same C++ autograd node.
+flash_hopper), with the Triton kernels' backward behind the same C++ autograd node; and the backward written for
+Hopper (two passes), on its own.
 
 On any machine with nvcc: every kernel instantiation compiled for sm_90a without spilling and without ptxas
 serialising the asynchronous products; the reasons the name gives where it cannot run. On an sm_90 GPU: every output
 against the float64 oracle at the held-out kinds of shapes the other kernels are tested at, for each variant of the
-ablation; PyTorch's checks of the ops; torch.compile with lengths that change; a model against naive attention; the
+ablation, and the backward's gradients; PyTorch's checks of the ops; torch.compile with lengths that change; a model against naive attention; the
 CS336 attention tests' procedure."""
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from test_flash_cuda import NVCC, SOURCES
 from systems.attention import unavailable
 from systems.attention._checks import as_4d
 from systems.attention.flash_cpp import hopper
-from systems.attention.flash_cpp.hopper import flash_attention_hopper, forward_hopper_cuda
+from systems.attention.flash_cpp.hopper import backward_hopper_cuda, flash_attention_hopper, forward_hopper_cuda
 from systems.attention.reference import naive_attention
 
 HOPPER = pytest.mark.skipif(not (torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)),
@@ -72,6 +73,10 @@ def test_the_name_says_why_it_cannot_run(monkeypatch):
         "runs on Hopper GPUs (its kernel is CUDA C++ for sm_90a), not on cpu"
     with pytest.raises(RuntimeError, match="flash_hopper runs on Hopper GPUs"):
         flash_attention_hopper(*(torch.randn(2, 8, 64, dtype=torch.bfloat16),) * 3)
+    with pytest.raises(RuntimeError, match="flash_hopper runs on Hopper GPUs"):
+        forward_hopper_cuda(*(torch.randn(2, 8, 64, dtype=torch.bfloat16),) * 3)
+    with pytest.raises(ValueError, match="flash_hopper computes in float16 or bfloat16"):
+        forward_hopper_cuda(*(torch.randn(2, 8, 64),) * 3)
     gpu = torch.device("cuda", 0)
     monkeypatch.setattr(hopper, "_build", lambda: pytest.fail("a reason needed a build"))
     monkeypatch.setattr(torch.version, "cuda", "13.0")
@@ -142,6 +147,21 @@ def test_gpu_attention_matches_the_oracle(case, is_causal):
 
 @pytest.mark.gpu
 @HOPPER
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("case", range(len(CASES)), ids=IDS)
+def test_gpu_backward_matches_the_oracle(case, is_causal):
+    batch, n_q, n_k, d, dtype, contiguous = CASES[case]
+    q, k, v = (t.detach() for t in make_qkv(batch, n_q, n_k, d, dtype=dtype, contiguous=contiguous))
+    do = torch.randn_like(q)
+    o, L = forward_hopper_cuda(q, k, v, is_causal)
+    *_, want_dq, want_dk, want_dv = reference(q, k, v, do, is_causal)
+    for name, got, want in zip(("dQ", "dK", "dV"), backward_hopper_cuda(q, k, v, o, do, L, is_causal),
+                               (want_dq, want_dk, want_dv)):
+        assert_close_to(got, want, TOL[dtype], name)
+
+
+@pytest.mark.gpu
+@HOPPER
 def test_gpu_the_operators_pass_pytorchs_checks():
     assert hopper.unavailable(torch.device("cuda")) is None  # loads the ops
     q, k, v = (torch.randn(2, 2, 77, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
@@ -149,6 +169,9 @@ def test_gpu_the_operators_pass_pytorchs_checks():
         torch.library.opcheck(torch.ops.systems_flash.hopper_attention.default, (q, k, v, causal))
         torch.library.opcheck(torch.ops.systems_flash.hopper_forward.default,
                               (q.detach(), k.detach(), v.detach(), causal))
+        o, L = torch.ops.systems_flash.hopper_forward(q.detach(), k.detach(), v.detach(), causal)
+        torch.library.opcheck(torch.ops.systems_flash.hopper_backward.default,
+                              (q.detach(), k.detach(), v.detach(), o, torch.randn_like(o), L, causal))
 
 
 @pytest.mark.gpu

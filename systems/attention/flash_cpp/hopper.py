@@ -1,9 +1,10 @@
 """FlashAttention's forward written for Hopper in CUDA C++ (``flash_hopper_forward.cu``): the copy engine feeding a
 ring of shared-memory stages, two consumer warpgroups multiplying with asynchronous wgmma while their exponentials
 run, registers moved from the producer to the consumers, and the consumers taking turns at the tensor cores
-(FlashAttention-3's design); and a backward in the same shape (``flash_hopper_backward.cu``: dK/dV, then dQ, no
-atomics). Registered as ``flash_hopper``: both under one C++ autograd node
-(``torch.ops.systems_flash.hopper_attention``).
+(FlashAttention-3's design). Registered as ``flash_hopper``: this forward and the Triton kernels' backward, launched
+from C++, under one C++ autograd node (``torch.ops.systems_flash.hopper_attention``). A backward in the forward's
+shape (``flash_hopper_backward.cu``: dK/dV, then dQ, no atomics) is here too, :func:`backward_hopper_cuda`, to be
+timed beside the others; it is slower than the Triton one so far (``book/log.md``).
 
 It runs on sm_90 GPUs (H100, H200), bf16 and fp16, head dims 64 and 128; other inputs go to the portable Triton
 kernel. The kernel is built on first use for ``sm_90a`` (nvcc), beside the Triton kernels' C++ host path.
@@ -59,6 +60,19 @@ def unavailable(device: torch.device) -> str | None:
     return _build()
 
 
+def _check_kernel_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool) -> None:
+    """For the kernels called alone: inputs they do not take are a ValueError, a machine they cannot run on a
+    RuntimeError."""
+    check_attention_inputs(q, k, v)
+    check_is_causal(is_causal)
+    why = cuda_unsupported(q.dtype, q.shape[-1])
+    if why:
+        raise ValueError(f"flash_hopper {why}")
+    why = unavailable(q.device)
+    if why:
+        raise RuntimeError(f"flash_hopper {why}")
+
+
 def flash_attention_hopper(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False
                            ) -> torch.Tensor:
     """q (B, [H,] Nq, d), k, v (B, [H,] Nk, d) on an sm_90 GPU -> (B, [H,] Nq, d); causal masking is top-left
@@ -79,11 +93,7 @@ def flash_attention_hopper(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is
 def backward_hopper_cuda(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, do: torch.Tensor,
                          L: torch.Tensor, is_causal: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The backward alone: dQ, dK, dV from the forward's q, k, v, O, its L (B, [H,] Nq) and dO."""
-    check_attention_inputs(q, k, v)
-    check_is_causal(is_causal)
-    why = unavailable(q.device) or cuda_unsupported(q.dtype, q.shape[-1])
-    if why:
-        raise ValueError(f"flash_hopper {why}")
+    _check_kernel_inputs(q, k, v, is_causal)
     q4, k4, v4 = as_4d(q), as_4d(k), as_4d(v)
     dq, dk, dv = torch.ops.systems_flash.hopper_backward(q4, k4, v4, as_4d(o), as_4d(do), L.reshape(q4.shape[:-1]),
                                                          is_causal)
@@ -94,11 +104,7 @@ def forward_hopper_cuda(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_ca
                         pingpong: bool = True, consumers: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
     """The forward alone, no autograd, with the ring depth (2 or 3), the ping-pong and the consumer warpgroups (2, or
     3 at head dim 64) chosen: O like q and the log-sum-exp L (B, [H,] Nq) in fp32, natural log."""
-    check_attention_inputs(q, k, v)
-    check_is_causal(is_causal)
-    why = unavailable(q.device) or cuda_unsupported(q.dtype, q.shape[-1])
-    if why:
-        raise ValueError(f"flash_hopper {why}")
+    _check_kernel_inputs(q, k, v, is_causal)
     o, L = torch.ops.systems_flash.hopper_forward_variant(as_4d(q), as_4d(k), as_4d(v), is_causal, stages, pingpong,
                                                           consumers)
     return o.view(q.shape), L.view(q.shape[:-1])
