@@ -71,7 +71,8 @@ def lines(df: pd.DataFrame, x: str, y: str, hue: str | None, title: str, xlabel:
 
 
 def timeline(intervals: pd.DataFrame, by: str = "run", colors: dict[str, str] | None = None,
-             title: str = "one step, rank 0", lanes: list[str] | None = None):
+             title: str = "one step, rank 0", lanes: list[str] | None = None,
+             xlabel: str = "time since the step's first interval (ms)"):
     """Intervals (lane, kind, start_ms, end_ms) as bars on their lanes (CUDA streams or threads; sorted, or in
     the order of ``lanes`` from the top), one panel per ``by`` value, coloured by kind (compute, communication,
     ...)."""
@@ -86,7 +87,7 @@ def timeline(intervals: pd.DataFrame, by: str = "run", colors: dict[str, str] | 
                 ax.broken_barh(list(zip(k.start_ms, k.end_ms - k.start_ms)), (y - 0.4, 0.8),
                                color=colors.get(kind, "tab:gray"))
         ax.set(yticks=range(len(order)), yticklabels=order, title=f"{name}: {title}")
-    axes[-1, 0].set_xlabel("time since the step's first interval (ms)")
+    axes[-1, 0].set_xlabel(xlabel)
     kinds = sorted(set(intervals.kind))
     axes[0, 0].legend(handles=[plt.Rectangle((0, 0), 1, 1, color=colors.get(k, "tab:gray")) for k in kinds],
                       labels=kinds, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)

@@ -59,27 +59,33 @@ def _row(shape, causal, impl, ms, flops, err) -> dict:
 CUDA_VARIANTS = ((3, True, 2), (3, False, 2), (2, True, 2), (2, False, 2), (3, True, 3), (3, False, 3), (2, True, 3))
 
 
-def _cuda_variants(head_dim: int) -> dict:
+def cuda_variants(head_dim: int) -> dict[str, tuple[int, bool, int]]:
+    """The CUDA C++ forward's variants built for ``head_dim``, by the name the tables give them."""
     return {f"CUDA C++, {stages} stages{', ping-pong' if pingpong else ''}, {consumers} consumers":
-            (lambda q, k, v, c, s=stages, p=pingpong, n=consumers: forward_hopper_cuda(q, k, v, c, s, p, n)[0])
-            for stages, pingpong, consumers in CUDA_VARIANTS if consumers == 2 or head_dim == 64}
+            (stages, pingpong, consumers) for stages, pingpong, consumers in CUDA_VARIANTS
+            if consumers == 2 or head_dim == 64}
 
 
 def forward_variants(shapes=SHAPES, rep_ms: int = 200, gluon: bool = True) -> pd.DataFrame:
-    """One row per (shape, implementation) of the forward: ms, TFLOP/s and the difference from cuDNN's output."""
+    """One row per (shape, implementation) of the forward: ms, TFLOP/s and the difference from cuDNN's output; the
+    CUDA C++ variants' rows also name their ring depth, ping-pong and consumer warpgroups."""
     rows = []
     for (B, H, n, d), causal in shapes:
         q, k, v = (_model_layout(B, H, n, d) for _ in range(3))
         flops = attention_flops(n, n, d, B * H, causal, "fwd")
         want = sdpa_cudnn(q, k, v, causal)
-        calls = _peers() | _cuda_variants(d)
+        variants = cuda_variants(d)
+        calls = _peers() | {name: (lambda q, k, v, c, var=var: forward_hopper_cuda(q, k, v, c, *var)[0])
+                            for name, var in variants.items()}
         if gluon:
             calls |= {f"Gluon, {name}": (lambda q, k, v, c, var=var: forward_hopper(q, k, v, c, var)[0])
                       for name, var in VARIANTS.items()}
         for impl, call in calls.items():
             err = _relative_error([call(q, k, v, causal)], [want])
             ms = triton.testing.do_bench(lambda: call(q, k, v, causal), rep=rep_ms, return_mode="median")
-            rows.append(_row((B, H, n, d), causal, impl, ms, flops, err))
+            stages, pingpong, consumers = variants.get(impl, (None, None, None))
+            rows.append(_row((B, H, n, d), causal, impl, ms, flops, err) |
+                        {"stages": stages, "pingpong": pingpong, "consumers": consumers})
         torch.cuda.empty_cache()
     return pd.DataFrame(rows)
 

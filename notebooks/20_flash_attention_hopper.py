@@ -1,0 +1,158 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # FlashAttention written for Hopper
+#
+# Chapter 07 found where our Triton kernels lose to cuDNN on an H100: Triton 3.6 waits for each S = QKᵀ product
+# before the exponentials, so the softmax never runs while the tensor cores work. FlashAttention-3 and cuDNN get
+# their lead from that overlap, and Hopper gives the means: a copy engine that moves tiles into shared memory while
+# the threads do something else (TMA), matrix products that run asynchronously (`wgmma`), and registers moved between
+# warpgroups (`setmaxnreg`). This chapter is about `flash_hopper`, a forward written that way in CUDA C++
+# (`systems/attention/flash_cpp/flash_hopper_forward.cu`): what each warpgroup does, what each of its switches brings,
+# and where it stands against cuDNN, forward and backward. It needs an sm_90 GPU (H100, H200); elsewhere the name
+# `flash_hopper` says why it cannot run.
+
+# %% tags=["parameters", "remove-cell"]
+profile = "auto"
+data_dir = None
+
+# %% tags=["remove-cell"]
+import os
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # before the kernels are defined: CPU runs use the interpreter
+
+from systems import figures, provenance, report
+from systems.bench import flash_sweep as fs
+from systems.chapters import hopper
+from systems.flops import peak_flops
+from systems.resumable import measured
+
+profile = provenance.resolve_profile(profile)
+on_hopper = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+if profile == "full":
+    shapes, dtype, rep_ms = fs.TABLE_SHAPES, "bf16", 100
+else:
+    shapes, dtype, rep_ms = (((1, 2, 64, 16), True),), "fp32", 5  # the interpreter has no bf16
+impls = ("flash_hopper", "flash_triton", "sdpa_cudnn", "sdpa_flash")
+peak = peak_flops(torch.cuda.get_device_name(), "bf16") if torch.cuda.is_available() else None
+report.glue_all("hopper", {"rep_ms": rep_ms, "peak_tflops": peak / 1e12 if peak else float("nan")})
+
+# %% [markdown]
+# ## What each warpgroup does
+#
+# A block of the kernel owns 128 query rows (192 at head dimension 64) and has three or four warpgroups of four warps:
+#
+# - **The producer** gives most of its registers away (`setmaxnreg` down to 24) and uses one thread: it starts the
+#   copy engine on the block's Q once and on every K and V tile, into a ring of two or three shared-memory stages,
+#   in the 128-byte swizzle `wgmma` reads. Each stage has two mbarriers: *full*, which the copy engine completes when
+#   the bytes have landed, and *empty*, which the consumers arrive on when they are done with the tile.
+# - **Two consumers** (three at head dimension 64) take the registers (240, or 160 with three) and own 64 query rows
+#   each. Per K/V tile j a consumer waits on *full*, issues S(j) = Q K(j)ᵀ from shared memory together with
+#   P(j−1) V(j−1) (P from registers), waits for S(j) alone, and computes the online softmax of S(j) while
+#   P(j−1) V(j−1) is still on the tensor cores; then it waits for that product and frees the stage.
+# - **Ping-pong**: the consumers take turns at the tensor cores through named barriers, so one's exponentials run
+#   while the other's products do.
+#
+# The schematic below draws both orders from these rules alone, with made-up durations (a 64-row product takes 1,
+# a softmax 1.3, a tile's copy 0.6): in order, the tensor cores wait for every softmax; in this kernel they do not.
+
+# %% tags=["remove-input"]
+figures.timeline(hopper.schedules(), by="schedule", title="schematic", colors=hopper.COLORS,
+                 xlabel="time (one 64-row S = Q Kᵀ product takes 1)");
+
+# %% [markdown]
+# ## The forward's switches
+#
+# Each variant of the forward is built ahead of time (ring depth 2 or 3, ping-pong on or off, two or three
+# consumers) and timed alone with `triton.testing.do_bench` (median, {glue:text}`hopper_rep_ms` ms of repetitions)
+# beside cuDNN, SDPA's FlashAttention-2 and our Triton forward, in the model's layout ((B, N, H, d) memory), bf16,
+# causal but for the 8192-token row. *err_vs_cudnn* is the largest difference from cuDNN's output over cuDNN's largest
+# value, so a fast wrong kernel would show.
+
+# %% tags=["nbval-ignore-output"]
+if on_hopper:
+    from systems.bench import hopper as hopper_bench
+
+    forward = measured(data_dir, "hopper_forward_variants", hopper_bench.forward_variants, shapes, rep_ms, gluon=False)
+    effects = hopper.variant_effects(forward)
+    report.table(forward.pivot_table(index="impl", columns="shape", values="ms", sort=False).reset_index(), ".3f")
+    report.table(forward.groupby("impl", sort=False).err_vs_cudnn.max().reset_index(), ".1e")
+else:
+    effects = None
+    report.md("Not measured here: the kernels need a Hopper GPU.")
+
+# %% [markdown]
+# Each switch, as the time without it over the time with it, the other two held as in the fastest variant of the
+# shape (above 1: the switch helps):
+
+# %% tags=["nbval-ignore-output"]
+if effects is not None:
+    report.table(effects, ".3f")
+
+# %% tags=["remove-cell", "nbval-ignore-output"]
+report.glue_all("hopper_variant", hopper.variant_facts(effects))
+
+# %% [markdown]
+# A third ring stage gains {glue:text}`hopper_variant_third_ring_stage_words`, ping-pong
+# {glue:text}`hopper_variant_pingpong_words` and a third consumer at head dimension 64
+# {glue:text}`hopper_variant_third_consumer_words`. The registered kernel takes three stages, ping-pong, and three
+# consumers at head dimension 64, two at 128 (`systems_flash_hopper::fastest`).
+#
+# ## Against cuDNN, forward and backward
+#
+# The registered attention (`get_attention("flash_hopper")`) pairs this forward with our Triton kernels' backward,
+# launched from C++ under one C++ autograd node. Both passes at the table's shapes, as chapter 07's sweep times them
+# (inputs (B, H, N, d), the forward with autograd recording, forward+backward), in one process with our Triton
+# kernels and SDPA's two back ends; the share of peak is the achieved FLOP rate (the visible half of a causal score
+# matrix, `systems.flops`) over the GPU's dense bf16 peak ({glue:text}`hopper_peak_tflops:.0f` TFLOP/s).
+
+# %% tags=["nbval-ignore-output"]
+runs = measured(data_dir, "hopper_table", fs.table, impls, shapes=shapes, dtype=dtype, rep_ms=rep_ms)
+versus = hopper.against_cudnn(runs, "flash_hopper", peak)
+report.table(fs.ratios(runs, base="flash_hopper", against=("flash_triton", "sdpa_cudnn")), ".3f")
+report.table(versus, ".3f")
+
+# %% tags=["remove-cell", "nbval-ignore-output"]
+report.glue_all("hopper_table", hopper.table_facts(versus))
+
+# %% [markdown]
+# At the 2025 leaderboard's shape (1×16×16384×64) the forward alone is {glue:text}`hopper_table_forward_board_words`
+# than cuDNN's, and forward+backward {glue:text}`hopper_table_both_board_words`; over the table's shapes the forward
+# takes {glue:text}`hopper_table_forward_range_words` times cuDNN's time and forward+backward
+# {glue:text}`hopper_table_both_range_words`, at {glue:text}`hopper_table_peak_words` of the tensor cores' peak. Where
+# the forward is behind (the short sequences), a block's fixed work (its first tiles in flight, the writing of O)
+# is a large part of a short loop.
+#
+# ## The backward written for Hopper, alone
+#
+# A backward in the forward's shape is built too (`flash_hopper_backward.cu`, `backward_hopper_cuda`): a dK/dV kernel
+# in which a block owns 128 keys and its two consumers walk the query tiles that see them (Sᵀ and dPᵀ from shared
+# memory, dV and dK from registers), a dQ kernel that owns 128 queries and walks the keys, a producer feeding each
+# through the copy engine, nothing added up atomically. It is correct at every tested shape; here it is timed alone
+# beside the others' backward on the Triton forward's O and L (SDPA's and our Triton one through autograd), with
+# the warp-specialised Gluon backward of an earlier attempt.
+
+# %% tags=["nbval-ignore-output"]
+if on_hopper:
+    backward = measured(data_dir, "hopper_backward", hopper_bench.backward_kernels, shapes, rep_ms)
+    report.table(backward.pivot_table(index="impl", columns="shape", values="ms", sort=False).reset_index(), ".3f")
+else:
+    report.md("Not measured here: the kernels need a Hopper GPU.")
+
+# %% [markdown]
+# Two passes do seven matrix products per tile pair where a one-pass backward does five, so even at the forward's
+# rate these kernels could not reach cuDNN; that is why the registered attention keeps the Triton backward. A
+# one-pass version, in which both consumers' dSᵀ meet in shared memory and dQ is added up in global memory, was
+# slower still: the barrier between the consumers held them in step. The experiment log (`book/log.md`) has both
+# attempts with their numbers, and what a next one needs.

@@ -1,0 +1,133 @@
+"""What chapter 20 (FlashAttention written for Hopper) shows and says: the schedule its design follows, drawn from a
+model of the kernel's ordering rules; the effect of each of the forward's switches; the kernels against cuDNN and
+against the tensor cores' peak."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from systems.bench.flash_sweep import wide
+from systems.report import pick, times
+
+TENSOR_CORES, COPY = "tensor cores", "copy engine (producer)"
+# the schedule figure's colours: each consumer's products in its own hue, its S darker than its P V
+COLORS = {"copy K, V": "tab:gray", "softmax": "tab:purple", "S = Q Kᵀ": "tab:green", "P V": "yellowgreen",
+          "S = Q Kᵀ, consumer 0": "tab:blue", "P V, consumer 0": "lightskyblue",
+          "S = Q Kᵀ, consumer 1": "tab:orange", "P V, consumer 1": "navajowhite"}
+
+
+def schedule(overlapped: bool, n_tiles: int = 4, copy: float = 0.6, product: float = 1.0, softmax: float = 1.3,
+             stages: int = 3) -> pd.DataFrame:
+    """The forward's main loop over ``n_tiles`` K/V tiles as intervals (lane, kind, start_ms, end_ms), in units of one
+    S = Q K^T product, from the kernel's ordering rules alone (a schematic, not a measurement).
+
+    ``overlapped``: this kernel. A producer copies K and V tiles into a ring of ``stages``; two consumers share the
+    tensor cores, taking turns (ping-pong); each issues S(j) and P(j-1) V(j-1) together once its softmax of j-1 is
+    done, and computes the softmax of S(j) while P(j-1) V(j-1) runs, each for 64 query rows. Otherwise the same 128 rows
+    in one block of warps that waits for S, computes the softmax, then P V, in order, its loads started ahead (what
+    Triton 3.6 compiles our kernel to)."""
+    rows = []
+
+    def add(lane, kind, start, length):
+        rows.append({"lane": lane, "kind": kind, "start_ms": start, "end_ms": start + length})
+        return start + length
+
+    if not overlapped:  # the same 128 rows in one block of warps, its loads started ahead (a ring of its own)
+        t, loaded = 0.0, [add("warps: loads", "copy K, V", 0.0, copy)]
+        for j in range(n_tiles):
+            t = add(TENSOR_CORES, "S = Q Kᵀ", max(t, loaded[j]), 2 * product)
+            if j + 1 < n_tiles:
+                loaded.append(add("warps: loads", "copy K, V", max(t - 2 * product, loaded[j]), copy))
+            t = add("warps: softmax", "softmax", t, softmax)
+            t = add(TENSOR_CORES, "P V", t, 2 * product)
+        return pd.DataFrame(rows)
+    copied, released, tensor_free, copy_free = [], [], 0.0, 0.0
+    softmax_done = [0.0, 0.0]
+    for j in range(n_tiles + 1):  # the last round issues P V of the last tile alone
+        if j < n_tiles:
+            start = max(copy_free, released[j - stages] if j >= stages else 0.0)
+            copy_free = add(COPY, "copy K, V", start, copy)
+            copied.append(copy_free)
+        done = 0.0
+        for c in (0, 1):  # the consumers take turns at the tensor cores
+            t = max(tensor_free, softmax_done[c], copied[j] if j < n_tiles else 0.0)
+            if j < n_tiles:
+                s_done = add(TENSOR_CORES, f"S = Q Kᵀ, consumer {c}", t, product)
+                t = s_done
+            if j > 0:
+                t = add(TENSOR_CORES, f"P V, consumer {c}", t, product)
+            tensor_free = t
+            if j < n_tiles:
+                softmax_done[c] = add(f"consumer {c}: softmax", "softmax", s_done, softmax)
+            done = max(done, t)
+        if j > 0:
+            released.append(done)  # both consumers' P V of tile j-1 issued and done: its stage is free
+    return pd.DataFrame(rows)
+
+
+def schedules() -> pd.DataFrame:
+    """Both schedules of :func:`schedule`, by name, for one figure."""
+    return pd.concat([schedule(False).assign(schedule="in order (Triton 3.6)"),
+                      schedule(True).assign(schedule="this kernel: producer, two consumers, ping-pong")])
+
+
+def variant_effects(forward: pd.DataFrame) -> pd.DataFrame:
+    """Per shape, the time of the CUDA C++ forward without each switch over its time with it (above 1: the switch
+    helps), the others held as in the fastest variant: a third ring stage, ping-pong, a third consumer (head dim 64)."""
+    cuda = forward.dropna(subset=["stages"]).astype({"stages": int, "consumers": int, "pingpong": bool})
+    rows = []
+    for shape, g in cuda.groupby("shape", sort=False):
+        ms = g.set_index(["stages", "pingpong", "consumers"]).ms
+        best = ms.idxmin()
+        for switch, without in zip(SWITCHES, ((2, best[1], best[2]), (best[0], False, best[2]),
+                                              (best[0], best[1], 2))):
+            changed = without != best and without in ms.index
+            rows.append({"shape": shape, "switch": switch,
+                         "without / with": ms[without] / ms[best] if changed else np.nan})
+    return pd.DataFrame(rows).pivot(index="switch", columns="shape", values="without / with").reset_index()
+
+
+SWITCHES = ("a third ring stage", "ping-pong", "a third consumer")
+
+
+def variant_facts(effects: pd.DataFrame | None) -> dict:
+    """The smallest and largest gain of each switch over the shapes, in percent, in words (None: not measured)."""
+    if effects is None:
+        effects = pd.DataFrame({"switch": SWITCHES})
+    out = {}
+    for _, row in effects.iterrows():
+        gains = 100 * (row.drop("switch").astype(float).dropna() - 1)
+        key = row["switch"].replace("a third ", "third_").replace(" ", "_").replace("-", "")
+        out[f"{key}_words"] = pick(len(gains) > 0, f"{gains.min():.0f} to {gains.max():.0f} %",
+                                   "not measured (it needs a Hopper GPU, or no variant without it is built)")
+    return out
+
+
+def against_cudnn(runs: pd.DataFrame, impl: str = "flash_hopper", peak_flops: float | None = None) -> pd.DataFrame:
+    """From :func:`systems.bench.flash_sweep.table`'s rows: per shape and pass, ``impl``'s time and cuDNN's, their
+    ratio (below 1: ``impl`` is faster), and ``impl``'s FLOP rate as a share of the GPU's dense peak (if known)."""
+    ms = wide(runs)
+    rate = wide(runs, "tflops")
+    out = ms[["batch", "heads", "n_q", "d", "causal", "mode"]].assign(
+        ms=pd.to_numeric(ms[impl], errors="coerce"), cudnn_ms=pd.to_numeric(ms["sdpa_cudnn"], errors="coerce"))
+    out[f"{impl} / cuDNN"] = out.ms / out.cudnn_ms
+    out["share of peak"] = pd.to_numeric(rate[impl], errors="coerce") * 1e12 / peak_flops if peak_flops else np.nan
+    return out.rename(columns={"ms": f"{impl} ms", "cudnn_ms": "cuDNN ms"})
+
+
+def table_facts(versus: pd.DataFrame, impl: str = "flash_hopper") -> dict:
+    """The forward and forward+backward ratios against cuDNN at the 2025 leaderboard's shape, and their ranges over
+    the shapes, in words."""
+    ratio = versus[f"{impl} / cuDNN"]
+    out = {}
+    for mode, name in (("fwd", "forward"), ("fwd_bwd", "both")):
+        r = ratio[versus["mode"] == mode].dropna()
+        out[f"{name}_range_words"] = pick(len(r) > 0, f"{r.min():.2f} to {r.max():.2f}", "not measured")
+        board = versus[(versus["mode"] == mode) & (versus.n_q == 16384) & (versus.d == 64) & versus.causal]
+        out[f"{name}_board_words"] = pick(len(board) and pd.notna(board[f"{impl} / cuDNN"].iloc[0]),
+                                          times(board[f"{impl} / cuDNN"].iloc[0]) if len(board) else "",
+                                          "not measured")
+    share = versus["share of peak"].dropna()
+    out["peak_words"] = pick(len(share) > 0, f"{100 * share.min():.0f} to {100 * share.max():.0f} %", "not measured")
+    return out
