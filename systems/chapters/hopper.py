@@ -72,6 +72,15 @@ def schedules() -> pd.DataFrame:
                       schedule(True).assign(schedule="this kernel: producer, two consumers, ping-pong")])
 
 
+def variant_table(forward: pd.DataFrame) -> pd.DataFrame:
+    """The forward's rows as one line per implementation: ms per shape, the largest difference from cuDNN."""
+    table = forward.pivot_table(index="impl", columns="shape", values="ms", sort=False)
+    table["largest difference"] = forward.groupby("impl", sort=False).err_vs_cudnn.max()
+    table.index = table.index.str.removeprefix("CUDA C++, ")
+    table.columns.name = None
+    return table.reset_index().rename(columns={"impl": "implementation (ours: CUDA C++)"})
+
+
 def variant_effects(forward: pd.DataFrame) -> pd.DataFrame:
     """Per shape, the time of the CUDA C++ forward without each switch over its time with it (above 1: the switch
     helps), the others held as in the fastest variant: a third ring stage, ping-pong, a third consumer (head dim 64)."""
@@ -105,29 +114,34 @@ def variant_facts(effects: pd.DataFrame | None) -> dict:
 
 
 def against_cudnn(runs: pd.DataFrame, impl: str = "flash_hopper", peak_flops: float | None = None) -> pd.DataFrame:
-    """From :func:`systems.bench.flash_sweep.table`'s rows: per shape and pass, ``impl``'s time and cuDNN's, their
-    ratio (below 1: ``impl`` is faster), and ``impl``'s FLOP rate as a share of the GPU's dense peak (if known)."""
+    """From :func:`systems.bench.flash_sweep.table`'s rows: per shape (B×H×N×d, "not causal" marked) and pass, every
+    implementation's ms, ``impl``'s time over cuDNN's (below 1: ``impl`` is faster) and its FLOP rate as a share of
+    the GPU's dense peak (if known)."""
     ms = wide(runs)
-    rate = wide(runs, "tflops")
-    out = ms[["batch", "heads", "n_q", "d", "causal", "mode"]].assign(
-        ms=pd.to_numeric(ms[impl], errors="coerce"), cudnn_ms=pd.to_numeric(ms["sdpa_cudnn"], errors="coerce"))
-    out[f"{impl} / cuDNN"] = out.ms / out.cudnn_ms
-    out["share of peak"] = pd.to_numeric(rate[impl], errors="coerce") * 1e12 / peak_flops if peak_flops else np.nan
-    return out.rename(columns={"ms": f"{impl} ms", "cudnn_ms": "cuDNN ms"})
+    impls = list(dict.fromkeys(runs.impl))
+    shape = ms.batch.astype(str) + "×" + ms.heads.astype(str) + "×" + ms.n_q.astype(str) + "×" + ms.d.astype(str)
+    out = pd.DataFrame({"shape": shape.where(ms.causal, shape + " not causal"), "pass": ms["mode"]})
+    for name in impls:
+        out[name] = pd.to_numeric(ms[name], errors="coerce")
+    out[f"{impl} / cuDNN"] = out[impl] / out["sdpa_cudnn"]
+    rate = pd.to_numeric(wide(runs, "tflops")[impl], errors="coerce")
+    out["share of peak"] = rate * 1e12 / peak_flops if peak_flops else np.nan
+    return out
 
 
 def table_facts(versus: pd.DataFrame, impl: str = "flash_hopper") -> dict:
-    """The forward and forward+backward ratios against cuDNN at the 2025 leaderboard's shape, and their ranges over
-    the shapes, in words."""
+    """The forward and forward+backward ratios against cuDNN (and against flash_triton) at the 2025 leaderboard's shape,
+    and their ranges over the shapes, in words."""
     ratio = versus[f"{impl} / cuDNN"]
     out = {}
     for mode, name in (("fwd", "forward"), ("fwd_bwd", "both")):
-        r = ratio[versus["mode"] == mode].dropna()
+        r = ratio[versus["pass"] == mode].dropna()
         out[f"{name}_range_words"] = pick(len(r) > 0, f"{r.min():.2f} to {r.max():.2f}", "not measured")
-        board = versus[(versus["mode"] == mode) & (versus.n_q == 16384) & (versus.d == 64) & versus.causal]
-        out[f"{name}_board_words"] = pick(len(board) and pd.notna(board[f"{impl} / cuDNN"].iloc[0]),
-                                          times(board[f"{impl} / cuDNN"].iloc[0]) if len(board) else "",
-                                          "not measured")
+        board = versus[(versus["pass"] == mode) & (versus["shape"] == "1×16×16384×64")]
+        for against, column in (("", f"{impl} / cuDNN"), ("_vs_triton", None)):
+            r = board[column] if column else board[impl] / board["flash_triton"]
+            value = r.iloc[0] if len(r) else float("nan")
+            out[f"{name}_board{against}_words"] = times(value) if pd.notna(value) else "not measured"
     share = versus["share of peak"].dropna()
     out["peak_words"] = pick(len(share) > 0, f"{100 * share.min():.0f} to {100 * share.max():.0f} %", "not measured")
     return out
