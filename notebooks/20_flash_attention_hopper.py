@@ -129,13 +129,11 @@ report.glue_all("hopper_table", hopper.table_facts(versus))
 # than cuDNN's, and forward+backward {glue:text}`hopper_table_both_board_words`; over the table's shapes the forward
 # takes {glue:text}`hopper_table_forward_range_words` times cuDNN's time and forward+backward
 # {glue:text}`hopper_table_both_range_words`, at {glue:text}`hopper_table_peak_words` of the tensor cores' peak.
-# At the leaderboard's shape the pairing's forward+backward is {glue:text}`hopper_table_both_board_vs_triton_words`
-# than `flash_triton`'s although its forward is {glue:text}`hopper_table_forward_board_vs_triton_words`: the same
-# Triton backward takes longer after the Hopper forward. The two forwards lay O out differently (contiguous here,
-# (B, N, H, d) memory from the Triton forward), which changes what the backward reads; which part costs the time is
-# not measured yet. Where the forward is behind cuDNN, the sequences are short, so each block's loop has few tiles and its fixed work
-# (filling the ring, writing O) weighs more; that is our reading, not a measurement. FlashAttention-3's answer, a
-# persistent grid whose blocks start the next tile while finishing one, is not built.
+# {glue:text}`hopper_table_board_vs_triton_words` {glue:text}`hopper_table_forward_behind_words` At short sequences
+# each block's loop has few tiles and its fixed work (filling the ring, writing O) weighs more; that is our reading,
+# not a measurement. FlashAttention-3's answer, a persistent grid whose blocks start the next tile while finishing
+# one, is not built. Two runs of this chapter on the same machine differed by a few percent at some shapes (the
+# experiment log has both), so differences that small are not findings.
 #
 # ## The backward written for Hopper, alone
 #
