@@ -245,7 +245,7 @@ def machine(stamp: dict) -> str:
 
 def _commit_cell(info: dict) -> str:
     """The commit a run names, in backticks only where it is one of this repository's commits."""
-    commit = info["stamp"].get("commit", "unknown")
+    commit = provenance.short_commit(info["stamp"].get("commit", "unknown"))
     if info["commit_known"] is not False:
         return f"`{commit}`"
     if info["base_commit"]:

@@ -52,7 +52,13 @@ def file_at(commit: str, path: str) -> str | None:
 def git_commit() -> str:
     """The commit the code came from; ``SYSTEMS_GIT_COMMIT`` names it where the tree is a copy (no .git, or
     a .git whose HEAD is not what was copied)."""
-    return os.environ.get("SYSTEMS_GIT_COMMIT") or _git("rev-parse", "--short=12", "HEAD") or "unknown"
+    named = os.environ.get("SYSTEMS_GIT_COMMIT")
+    return short_commit(named) if named else _git("rev-parse", "--short=12", "HEAD") or "unknown"
+
+
+def short_commit(commit: str) -> str:
+    """A full hexadecimal commit hash cut to the 12 digits the stamps and pages use; anything else as it is."""
+    return commit[:12] if len(commit) == 40 and all(c in "0123456789abcdef" for c in commit.lower()) else commit
 
 
 def commit_exists(commit: str) -> bool | None:

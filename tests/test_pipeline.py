@@ -294,3 +294,11 @@ def test_a_stopped_run_resumes_without_measuring_again(tmp_path, monkeypatch):
     pipeline.execute("01_a", "full", resume=True)  # nothing stopped: nothing to resume from
     assert calls.read_text() == "xx"
     assert "resumed" not in nbformat.read(book["executed"] / "01_a.ipynb", as_version=4).metadata["systems"]
+
+
+def test_a_full_commit_hash_is_cut_to_the_twelve_digits_the_pages_use(monkeypatch):
+    full = "47442633ad12f73ef1975fd62b613f4a4f6f27b0"
+    assert provenance.short_commit(full) == "47442633ad12"
+    assert provenance.short_commit("unknown") == "unknown"
+    monkeypatch.setenv("SYSTEMS_GIT_COMMIT", full)
+    assert provenance.git_commit() == "47442633ad12"
