@@ -100,7 +100,7 @@ report.glue_all("flash_floor", ft.floor_facts(floor))
 # %% [markdown]
 # Eager, a call of ours launched from C++ costs {glue:text}`flash_floor_flash_triton_over_sdpa:.3g`× a call of
 # SDPA's FlashAttention-2 back end, launched from Python {glue:text}`flash_floor_flash_triton_python_over_sdpa:.3g`×;
-# `flash_cuda` costs {glue:text}`flash_floor_flash_cuda_over_sdpa:.3g`× (nan where one could not run here).
+# `flash_cuda` costs {glue:text}`flash_floor_flash_cuda_over_sdpa:.3g`×.
 #
 # A replayed graph removes the host from the call: what is left is the kernels' own time and their launch gaps on
 # the GPU, what a model captured in CUDA graphs pays (`torch.compile(mode="reduce-overhead")` captures the same way,
