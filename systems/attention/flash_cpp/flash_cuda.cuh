@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "flash_cuda.h"
 
@@ -299,6 +300,26 @@ cudaError_t allow_shared(int bytes) {
   error = cudaFuncSetAttribute(KERNEL, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (error == cudaSuccess && device < MAX_DEVICES) allowed[device] = true;
   return error;
+}
+
+template <typename T>
+struct Of {
+  using type = T;
+};
+
+// The instantiation a problem reaches: `launch(Of<T>{}, head dim, causal)` for its dtype (bf16 or fp16), its head dim
+// (64 or 128) and causality as std::integral_constants; another head dim is cudaErrorInvalidValue.
+template <typename Launch>
+cudaError_t launch_for_problem(const Problem& p, Launch launch) {
+  if (!supported_head_dim(p.head_dim)) return cudaErrorInvalidValue;
+  const auto with_causal = [&](auto type, auto head_dim) {
+    return p.causal ? launch(type, head_dim, std::true_type{}) : launch(type, head_dim, std::false_type{});
+  };
+  const auto with_head_dim = [&](auto type) {
+    return p.head_dim == 64 ? with_causal(type, std::integral_constant<int, 64>{})
+                            : with_causal(type, std::integral_constant<int, 128>{});
+  };
+  return p.dtype == DType::BFloat16 ? with_head_dim(Of<__nv_bfloat16>{}) : with_head_dim(Of<__half>{});
 }
 
 

@@ -224,26 +224,12 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
   return cudaGetLastError();
 }
 
-template <typename T, int HEAD_DIM>
-cudaError_t backward_for(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L, float* delta,
-                         Rows dq, Rows dk, Rows dv, cudaStream_t stream) {
-  return p.causal ? launch_backward<T, HEAD_DIM, true>(p, q, k, v, o, dout, L, delta, dq, dk, dv, stream)
-                  : launch_backward<T, HEAD_DIM, false>(p, q, k, v, o, dout, L, delta, dq, dk, dv, stream);
-}
-
-template <typename T>
-cudaError_t backward_of(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L, float* delta,
-                        Rows dq, Rows dk, Rows dv, cudaStream_t stream) {
-  return p.head_dim == 64 ? backward_for<T, 64>(p, q, k, v, o, dout, L, delta, dq, dk, dv, stream)
-                          : backward_for<T, 128>(p, q, k, v, o, dout, L, delta, dq, dk, dv, stream);
-}
-
 cudaError_t backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L, float* delta,
                      Rows dq, Rows dk, Rows dv, cudaStream_t stream) {
-  if (!supported_head_dim(p.head_dim)) return cudaErrorInvalidValue;
-  return p.dtype == DType::BFloat16
-             ? backward_of<__nv_bfloat16>(p, q, k, v, o, dout, L, delta, dq, dk, dv, stream)
-             : backward_of<__half>(p, q, k, v, o, dout, L, delta, dq, dk, dv, stream);
+  return launch_for_problem(p, [&](auto type, auto head_dim, auto causal) {
+    return launch_backward<typename decltype(type)::type, decltype(head_dim)::value, decltype(causal)::value>(
+        p, q, k, v, o, dout, L, delta, dq, dk, dv, stream);
+  });
 }
 
 }  // namespace systems_flash_cuda

@@ -165,22 +165,11 @@ cudaError_t launch_forward(const Problem& problem, Rows q, Rows k, Rows v, Rows 
   return cudaGetLastError();
 }
 
-template <typename T, int HEAD_DIM>
-cudaError_t forward_for(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, cudaStream_t stream) {
-  return p.causal ? launch_forward<T, HEAD_DIM, true>(p, q, k, v, o, L, stream)
-                  : launch_forward<T, HEAD_DIM, false>(p, q, k, v, o, L, stream);
-}
-
-template <typename T>
-cudaError_t forward_of(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, cudaStream_t stream) {
-  return p.head_dim == 64 ? forward_for<T, 64>(p, q, k, v, o, L, stream)
-                          : forward_for<T, 128>(p, q, k, v, o, L, stream);
-}
-
 cudaError_t forward(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, cudaStream_t stream) {
-  if (!supported_head_dim(p.head_dim)) return cudaErrorInvalidValue;
-  return p.dtype == DType::BFloat16 ? forward_of<__nv_bfloat16>(p, q, k, v, o, L, stream)
-                                    : forward_of<__half>(p, q, k, v, o, L, stream);
+  return launch_for_problem(p, [&](auto type, auto head_dim, auto causal) {
+    return launch_forward<typename decltype(type)::type, decltype(head_dim)::value, decltype(causal)::value>(
+        p, q, k, v, o, L, stream);
+  });
 }
 
 }  // namespace systems_flash_cuda

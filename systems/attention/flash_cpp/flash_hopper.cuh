@@ -171,6 +171,46 @@ __device__ __forceinline__ void give_turn(int consumer) {
 }
 
 
+// ---- the two kinds of product the kernels issue ----
+
+// d (64 x N) = X Y^T from shared memory, both K-major over HEAD_DIM: HEAD_DIM / 16 products of k 16, each 32 bytes
+// further along a 128-byte row, past the first 64 columns in the tiles' second column half (X's halves X_HALF bytes
+// apart, Y's Y_HALF). The forward's S = Q K^T (N 128); the backward's S^T, dP^T, S and dP (N 64).
+template <typename T, int HEAD_DIM, int N, int X_HALF, int Y_HALF>
+__device__ __forceinline__ void issue_k_major(float (&d)[N / 2], uint32_t x, uint32_t y) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
+    const uint32_t along = (kk % 4) * 32;
+    const uint64_t a = descriptor(x + (kk / 4) * X_HALF + along, 16, 1024);
+    const uint64_t b = descriptor(y + (kk / 4) * Y_HALF + along, 16, 1024);
+    if constexpr (N == 64) {
+      wgmma_ss_n64<T>(d, a, b, kk);
+    } else {
+      wgmma_ss_n128<T>(d, a, b, kk);
+    }
+  }
+  wgmma_commit();
+}
+
+// acc (64 x HEAD_DIM) += A Z: A (64 x K) from registers, Z a K-row tile in shared memory, N-major (16 rows, 2048
+// bytes, a product; its column halves LEAD bytes apart). The forward's O += P V; the backward's dV, dK and dQ.
+template <typename T, int HEAD_DIM, int K, int LEAD>
+__device__ __forceinline__ void issue_from_registers(float (&acc)[HEAD_DIM / 2], const uint32_t (&a)[K / 16][4],
+                                                     uint32_t z) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) {
+    const uint64_t b = descriptor(z + kk * 16 * 128, LEAD, 1024);
+    if constexpr (HEAD_DIM == 64) {
+      wgmma_rs_n64<T>(acc, a[kk], b);
+    } else {
+      wgmma_rs_n128<T>(acc, a[kk], b);
+    }
+  }
+  wgmma_commit();
+}
+
 // S's accumulators, for lane 4 g + t of warp w of the warpgroup: s[4 n + e] is row 16 w + g + 8 (e / 2), key
 // 8 n + 2 t + e % 2 (the layout of mma.sync's C tiles, side by side). As bf16 pairs they are the A fragment of P V.
 template <typename T, int KEYS>

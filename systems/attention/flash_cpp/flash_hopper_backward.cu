@@ -61,37 +61,6 @@ __global__ void preprocess_kernel(const Problem problem, const Rows O, const Row
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-// X Y^T for one consumer's 64 rows of X against a 64-row tile of Y, both K-major over HEAD_DIM: the X rows sit in
-// tiles whose column halves are `x_half` bytes apart, Y's `y_half` apart.
-template <typename T, int HEAD_DIM, int X_HALF, int Y_HALF>
-__device__ __forceinline__ void issue_rows_by_rows(float (&d)[32], uint32_t x, uint32_t y) {
-  wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
-    const uint32_t along = (kk % 4) * 32;
-    wgmma_ss_n64<T>(d, descriptor(x + (kk / 4) * X_HALF + along, 16, 1024),
-                    descriptor(y + (kk / 4) * Y_HALF + along, 16, 1024), kk);
-  }
-  wgmma_commit();
-}
-
-// acc += A Z, A (64 x 64) from registers, Z a 64-row tile (rows the k of the product, its HEAD_DIM columns N-major).
-template <typename T, int HEAD_DIM>
-__device__ __forceinline__ void issue_registers_by_tile(float (&acc)[HEAD_DIM / 2], const uint32_t (&a)[ROWS / 16][4],
-                                                        uint32_t z) {
-  wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < ROWS / 16; ++kk) {
-    const uint64_t b = descriptor(z + kk * 16 * 128, TILE_HALF, 1024);
-    if constexpr (HEAD_DIM == 64) {
-      wgmma_rs_n64<T>(acc, a[kk], b);
-    } else {
-      wgmma_rs_n128<T>(acc, a[kk], b);
-    }
-  }
-  wgmma_commit();
-}
-
 // Rows row and row + 8 of a consumer's accumulator (HEAD_DIM columns), times `scale`, into (n_rows, HEAD_DIM) rows.
 template <typename T, int HEAD_DIM>
 __device__ __forceinline__ void store_accumulator(T* out, int64_t row_stride, const float (&acc)[HEAD_DIM / 2],
@@ -161,8 +130,8 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
     }
     barrier_wait(&sh.full[stage], (i / STAGES) & 1);
     const uint32_t q = shared_address(sh.walk_a[stage]), dout = shared_address(sh.walk_b[stage]);
-    issue_rows_by_rows<T, HEAD_DIM, BLOCK_HALF, TILE_HALF>(s, k_rows, q);      // S^T = K Q^T
-    issue_rows_by_rows<T, HEAD_DIM, BLOCK_HALF, TILE_HALF>(dp, v_rows, dout);  // dP^T = V dO^T
+    issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(s, k_rows, q);      // S^T = K Q^T
+    issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(dp, v_rows, dout);  // dP^T = V dO^T
     wgmma_wait<1>();
     fence_registers(s);
     const bool diagonal = CAUSAL && q0 < my_k0 + ROWS - 1;  // some key of this consumer's past some query
@@ -177,7 +146,7 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
       }
     }
     to_operand<T, ROWS>(pt, s);
-    issue_registers_by_tile<T, HEAD_DIM>(dv, pt, dout);  // dV += P^T dO
+    issue_from_registers<T, HEAD_DIM, ROWS, TILE_HALF>(dv, pt, dout);  // dV += P^T dO
     wgmma_wait<1>();
     fence_registers(dp);
 #pragma unroll
@@ -193,7 +162,7 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
     wgmma_wait<0>();  // dV's product done with P^T's registers before dS^T's take their place
     fence_registers(dv);
     to_operand<T, ROWS>(dst, dp);
-    issue_registers_by_tile<T, HEAD_DIM>(dk, dst, q);  // dK += dS^T Q
+    issue_from_registers<T, HEAD_DIM, ROWS, TILE_HALF>(dk, dst, q);  // dK += dS^T Q
     wgmma_wait<0>();
     fence_registers(dk);
     fence_registers(dv);
@@ -227,8 +196,8 @@ __device__ __forceinline__ void consume_dq(BackwardShared<HEAD_DIM, STAGES>& sh,
     const int stage = j % STAGES, k0 = j * ROWS;
     barrier_wait(&sh.full[stage], (j / STAGES) & 1);
     const uint32_t k = shared_address(sh.walk_a[stage]), v = shared_address(sh.walk_b[stage]);
-    issue_rows_by_rows<T, HEAD_DIM, BLOCK_HALF, TILE_HALF>(s, q_rows, k);    // S = Q K^T
-    issue_rows_by_rows<T, HEAD_DIM, BLOCK_HALF, TILE_HALF>(dp, do_rows, v);  // dP = dO V^T
+    issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(s, q_rows, k);    // S = Q K^T
+    issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(dp, do_rows, v);  // dP = dO V^T
     wgmma_wait<1>();
     fence_registers(s);
     const bool edge = k0 + ROWS > p.n_keys || (CAUSAL && k0 + ROWS - 1 > my_q0);
@@ -247,7 +216,7 @@ __device__ __forceinline__ void consume_dq(BackwardShared<HEAD_DIM, STAGES>& sh,
 #pragma unroll
     for (int i = 0; i < 32; ++i) dp[i] = s[i] * (dp[i] - dd[(i >> 1) & 1]);  // dS
     to_operand<T, ROWS>(ds, dp);
-    issue_registers_by_tile<T, HEAD_DIM>(dq, ds, k);  // dQ += dS K
+    issue_from_registers<T, HEAD_DIM, ROWS, TILE_HALF>(dq, ds, k);  // dQ += dS K
     wgmma_wait<0>();
     fence_registers(dq);
     if (lane == 0) barrier_arrive(&sh.empty[stage]);
@@ -356,28 +325,14 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
   return cudaGetLastError();
 }
 
-template <typename T, int HEAD_DIM>
-cudaError_t backward_for(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L, float* delta,
-                         Rows dq, Rows dk, Rows dv, cudaStream_t stream) {
-  return p.causal ? launch_backward<T, HEAD_DIM, true>(p, q, k, v, o, dout, L, delta, dq, dk, dv, stream)
-                  : launch_backward<T, HEAD_DIM, false>(p, q, k, v, o, dout, L, delta, dq, dk, dv, stream);
-}
-
-template <typename T>
-cudaError_t backward_of(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L, float* delta,
-                        Rows dq, Rows dk, Rows dv, cudaStream_t stream) {
-  return p.head_dim == 64 ? backward_for<T, 64>(p, q, k, v, o, dout, L, delta, dq, dk, dv, stream)
-                          : backward_for<T, 128>(p, q, k, v, o, dout, L, delta, dq, dk, dv, stream);
-}
-
 }  // namespace
 
 cudaError_t backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L, float* delta,
                      Rows dq, Rows dk, Rows dv, cudaStream_t stream) {
-  if (!systems_flash_cuda::supported_head_dim(p.head_dim)) return cudaErrorInvalidValue;
-  return p.dtype == systems_flash_cuda::DType::BFloat16
-             ? backward_of<__nv_bfloat16>(p, q, k, v, o, dout, L, delta, dq, dk, dv, stream)
-             : backward_of<__half>(p, q, k, v, o, dout, L, delta, dq, dk, dv, stream);
+  return systems_flash_cuda::launch_for_problem(p, [&](auto type, auto head_dim, auto causal) {
+    return launch_backward<typename decltype(type)::type, decltype(head_dim)::value, decltype(causal)::value>(
+        p, q, k, v, o, dout, L, delta, dq, dk, dv, stream);
+  });
 }
 
 }  // namespace systems_flash_hopper

@@ -51,37 +51,6 @@ struct Shared {  // the block's shared memory, 1024-byte aligned (the swizzle's 
 // the device code below exists for sm_90a alone (wgmma, setmaxnreg); other passes compile an empty kernel
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-// S = Q K^T for one consumer's 64 queries: HEAD_DIM / 16 products of k 16, each 32 bytes further along a row (and
-// past the first 64 columns, in the tiles' second column half).
-template <typename T, int HEAD_DIM, int Q_HALF_BYTES>
-__device__ __forceinline__ void issue_scores(float (&s)[64], uint32_t q, uint32_t k) {
-  wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
-    const uint32_t along = (kk % 4) * 32;
-    wgmma_ss_n128<T>(s, descriptor(q + (kk / 4) * Q_HALF_BYTES + along, 16, 1024),
-                     descriptor(k + (kk / 4) * HALF_BYTES + along, 16, 1024), kk);
-  }
-  wgmma_commit();
-}
-
-// O += P V: BLOCK_K / 16 products of k 16 (16 keys, 2048 bytes of each column half).
-template <typename T, int HEAD_DIM>
-__device__ __forceinline__ void issue_values(float (&o)[HEAD_DIM / 2], const uint32_t (&p)[BLOCK_K / 16][4],
-                                             uint32_t v) {
-  wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < BLOCK_K / 16; ++kk) {
-    const uint64_t b = descriptor(v + kk * 16 * 128, HALF_BYTES, 1024);
-    if constexpr (HEAD_DIM == 64) {
-      wgmma_rs_n64<T>(o, p[kk], b);
-    } else {
-      wgmma_rs_n128<T>(o, p[kk], b);
-    }
-  }
-  wgmma_commit();
-}
-
 // The online softmax of one tile of S, in place (S becomes P): masked past the keys' end and, causal, above the
 // diagonal when the tile reaches them; m_i and this lane's share of l_i updated; alpha = exp2(m_old - m_new).
 template <bool CAUSAL>
@@ -148,7 +117,7 @@ __device__ __forceinline__ void consume(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& 
 
   barrier_wait(&sh.k_full[0], 0);
   if (PINGPONG) wait_turn(consumer);
-  issue_scores<T, HEAD_DIM, Q_HALF_BYTES>(s, q, shared_address(sh.k[0]));
+  issue_k_major<T, HEAD_DIM, BLOCK_K, Q_HALF_BYTES, HALF_BYTES>(s, q, shared_address(sh.k[0]));
   if (PINGPONG) give_turn<CONSUMERS>(consumer);
   wgmma_wait<0>();
   fence_registers(s);
@@ -160,9 +129,9 @@ __device__ __forceinline__ void consume(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& 
     barrier_wait(&sh.k_full[stage], (j / STAGES) & 1);
     barrier_wait(&sh.v_full[previous], ((j - 1) / STAGES) & 1);
     if (PINGPONG) wait_turn(consumer);
-    issue_scores<T, HEAD_DIM, Q_HALF_BYTES>(s, q, shared_address(sh.k[stage]));
+    issue_k_major<T, HEAD_DIM, BLOCK_K, Q_HALF_BYTES, HALF_BYTES>(s, q, shared_address(sh.k[stage]));
     rescale(o, alpha);
-    issue_values<T, HEAD_DIM>(o, p, shared_address(sh.v[previous]));
+    issue_from_registers<T, HEAD_DIM, BLOCK_K, HALF_BYTES>(o, p, shared_address(sh.v[previous]));
     if (PINGPONG) give_turn<CONSUMERS>(consumer);
     wgmma_wait<1>();  // S(j) is in; P(j-1) V(j-1) still runs under the softmax
     fence_registers(s);
@@ -177,7 +146,7 @@ __device__ __forceinline__ void consume(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& 
   barrier_wait(&sh.v_full[last], ((n_tiles - 1) / STAGES) & 1);
   rescale(o, alpha);
   if (PINGPONG) wait_turn(consumer);
-  issue_values<T, HEAD_DIM>(o, p, shared_address(sh.v[last]));
+  issue_from_registers<T, HEAD_DIM, BLOCK_K, HALF_BYTES>(o, p, shared_address(sh.v[last]));
   // every consumer takes n_tiles + 1 turns: the last to take its final turn gives none after it
   if (PINGPONG && consumer != CONSUMERS - 1) give_turn<CONSUMERS>(consumer);
   wgmma_wait<0>();
