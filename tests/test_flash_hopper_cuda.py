@@ -118,16 +118,22 @@ CASES = GPU_CASES + [((2,), 1, 257, 128, torch.float16, True), ((1, 2), 256, 256
 IDS = [f"{c[1]}x{c[2]}-d{c[3]}-{str(c[4])[6:]}" for c in CASES]
 
 
+def case_inputs(case: int, requires_grad: bool = False):
+    """q, k, v of CASES[case] (leaves autograd tracks, or detached), and their dtype."""
+    batch, n_q, n_k, d, dtype, contiguous = CASES[case]
+    q, k, v = make_qkv(batch, n_q, n_k, d, dtype=dtype, contiguous=contiguous)
+    return *(t if requires_grad else t.detach() for t in (q, k, v)), dtype
+
+
 @pytest.mark.gpu
 @HOPPER
 @pytest.mark.parametrize("is_causal", [False, True])
 @pytest.mark.parametrize("case", range(len(CASES)), ids=IDS)
 def test_gpu_forward_variants_match_the_oracle(case, is_causal):
-    batch, n_q, n_k, d, dtype, contiguous = CASES[case]
-    q, k, v = (t.detach() for t in make_qkv(batch, n_q, n_k, d, dtype=dtype, contiguous=contiguous))
+    q, k, v, dtype = case_inputs(case)
     want_o, want_L, *_ = reference(q, k, v, torch.zeros_like(q), is_causal)
     for stages, pingpong, consumers in VARIANTS:
-        if consumers == 3 and d != 64:
+        if consumers == 3 and q.shape[-1] != 64:
             continue
         o, L = forward_hopper_cuda(q, k, v, is_causal, stages, pingpong, consumers)
         which = f"{stages} stages, ping-pong {pingpong}, {consumers} consumers"
@@ -140,8 +146,7 @@ def test_gpu_forward_variants_match_the_oracle(case, is_causal):
 @pytest.mark.parametrize("is_causal", [False, True])
 @pytest.mark.parametrize("case", range(len(CASES)), ids=IDS)
 def test_gpu_attention_matches_the_oracle(case, is_causal):
-    batch, n_q, n_k, d, dtype, contiguous = CASES[case]
-    q, k, v = make_qkv(batch, n_q, n_k, d, dtype=dtype, contiguous=contiguous)
+    q, k, v, dtype = case_inputs(case, requires_grad=True)
     check_against_reference(flash_attention_hopper, q, k, v, is_causal, TOL[dtype], logsumexp=logsumexp)
 
 
@@ -150,8 +155,7 @@ def test_gpu_attention_matches_the_oracle(case, is_causal):
 @pytest.mark.parametrize("is_causal", [False, True])
 @pytest.mark.parametrize("case", range(len(CASES)), ids=IDS)
 def test_gpu_backward_matches_the_oracle(case, is_causal):
-    batch, n_q, n_k, d, dtype, contiguous = CASES[case]
-    q, k, v = (t.detach() for t in make_qkv(batch, n_q, n_k, d, dtype=dtype, contiguous=contiguous))
+    q, k, v, dtype = case_inputs(case)
     do = torch.randn_like(q)
     o, L = forward_hopper_cuda(q, k, v, is_causal)
     *_, want_dq, want_dk, want_dv = reference(q, k, v, do, is_causal)
