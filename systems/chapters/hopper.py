@@ -72,6 +72,10 @@ def schedules() -> pd.DataFrame:
                       schedule(True).assign(schedule="this kernel: producer, two consumers, ping-pong")])
 
 
+# each switch of the forward, by the name the tables give it and the one its glued words take
+SWITCHES = {"a third ring stage": "third_ring_stage", "ping-pong": "pingpong", "a third consumer": "third_consumer"}
+
+
 def variant_table(forward: pd.DataFrame) -> pd.DataFrame:
     """The forward's rows as one line per implementation: ms per shape, the largest difference from cuDNN."""
     table = forward.pivot_table(index="impl", columns="shape", values="ms", sort=False)
@@ -97,18 +101,14 @@ def variant_effects(forward: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).pivot(index="switch", columns="shape", values="without / with").reset_index()
 
 
-SWITCHES = ("a third ring stage", "ping-pong", "a third consumer")
-
-
 def variant_facts(effects: pd.DataFrame | None) -> dict:
     """The smallest and largest gain of each switch over the shapes, in percent, in words (None: not measured)."""
     if effects is None:
-        effects = pd.DataFrame({"switch": SWITCHES})
+        effects = pd.DataFrame({"switch": list(SWITCHES)})
     out = {}
     for _, row in effects.iterrows():
         gains = 100 * (row.drop("switch").astype(float).dropna() - 1)
-        key = row["switch"].replace("a third ", "third_").replace(" ", "_").replace("-", "")
-        out[f"{key}_words"] = pick(len(gains) > 0, f"{gains.min():.0f} to {gains.max():.0f} %",
+        out[f"{SWITCHES[row['switch']]}_words"] = pick(len(gains) > 0, f"{gains.min():.0f} to {gains.max():.0f} %",
                                    "not measured (it needs a Hopper GPU, or no variant without it is built)")
     return out
 

@@ -11,8 +11,8 @@ with ``TORCH_LIBRARY`` (``flash.cpp``), the backward is a ``torch::autograd::Fun
     CUDA   flash_cuda_forward.cu, flash_cuda_backward.cu: tensor-core products (mma.sync, compute capability 8.0 or
            newer), fp16 and bf16, head dims 64 and 128, any sequence lengths; flash_cuda_ops.cpp registers them
 
-and the forward written for Hopper (flash_hopper_forward.cu, its op hopper_forward in flash_hopper_ops.cpp) is a
-third extension, built for sm_90a only: :mod:`.hopper`.
+and the kernels written for Hopper (flash_hopper_forward.cu, flash_hopper_backward.cu, their ops in
+flash_hopper_ops.cpp) are a third extension, built for sm_90a only: :mod:`.hopper`.
 
 Each extension is built on first use with ``torch.utils.cpp_extension`` (a C++ compiler and ninja; for the CUDA one,
 nvcc and a GPU too): a minute the first time, then from the cache in ``TORCH_EXTENSIONS_DIR``. Where one cannot be
