@@ -31,19 +31,24 @@ HOPPER = pytest.mark.skipif(not (torch.cuda.is_available() and torch.cuda.get_de
 VARIANTS = [(s, p, c) for s in (2, 3) for p in (True, False) for c in (2, 3)]
 
 
+def ptxas_report(source: str, tmp_path) -> str:
+    """What ptxas reports of each kernel in ``source`` compiled for sm_90a, host and device passes both (-c), as the
+    extension's build runs them: the host pass sees no sm_90a code."""
+    run = subprocess.run([NVCC, "-std=c++17", "-O3", "-c", *hopper.ARCH_FLAGS, "-Xptxas", "-v", str(SOURCES / source),
+                          "-o", str(tmp_path / "kernel.o")], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stderr
+
+
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit) to compile the kernel")
 def test_kernels_compile_for_sm90a_without_spilling_or_serialising(tmp_path):
-    # host and device passes both (-c), as the extension's build runs them: the host pass sees no sm_90a code
-    run = subprocess.run([NVCC, "-std=c++17", "-O3", "-c", *hopper.ARCH_FLAGS, "-Xptxas", "-v",
-                          str(SOURCES / "flash_hopper_forward.cu"), "-o", str(tmp_path / "kernel.o")],
-                         capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr[-3000:]
-    entries = re.findall(r"Compiling entry function '(\w+)'", run.stderr)
+    report = ptxas_report("flash_hopper_forward.cu", tmp_path)
+    entries = re.findall(r"Compiling entry function '(\w+)'", report)
     # 2 dtypes x (2 consumer counts at head dim 64, 1 at 128) x 2 ring depths x causal or not x ping-pong or not
     assert len(entries) == 48, entries
-    spilled = [int(n) for n in re.findall(r"(\d+) bytes spill stores", run.stderr)]
-    assert len(spilled) == len(entries) and not any(spilled), run.stderr
-    assert "warning" not in run.stderr, run.stderr  # C7512/C7514: wgmma serialised, C7508: setmaxnreg ignored
+    spilled = [int(n) for n in re.findall(r"(\d+) bytes spill stores", report)]
+    assert len(spilled) == len(entries) and not any(spilled), report
+    assert "warning" not in report, report  # C7512/C7514: wgmma serialised, C7508: setmaxnreg ignored
 
 
 # the backward's instantiations: 2 dtypes x 2 head dims x causal or not, per kernel; and the two that spill a little
@@ -54,18 +59,15 @@ SPILLING = {"hopper_bwd_dkdv_kernelI6__halfLi128ELi2ELb1E", "hopper_bwd_dkdv_ker
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit) to compile the kernels")
 def test_backward_kernels_compile_for_sm90a(tmp_path):
-    run = subprocess.run([NVCC, "-std=c++17", "-O3", "-c", *hopper.ARCH_FLAGS, "-Xptxas", "-v",
-                          str(SOURCES / "flash_hopper_backward.cu"), "-o", str(tmp_path / "kernel.o")],
-                         capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr[-3000:]
+    report = ptxas_report("flash_hopper_backward.cu", tmp_path)
     # each entry's report: its name, then the bytes it spills
     reports = [(block.split("'")[0], int(re.search(r"(\d+) bytes spill stores", block).group(1)))
-               for block in run.stderr.split("Compiling entry function '")[1:]]
+               for block in report.split("Compiling entry function '")[1:]]
     counts = {name: sum(name in entry for entry, _ in reports) for name in BACKWARD_KERNELS}
     assert counts == BACKWARD_KERNELS, reports
     spilled = {entry for entry, stores in reports if stores}
-    assert all(any(known in entry for known in SPILLING) for entry in spilled), run.stderr
-    assert "warning" not in run.stderr, run.stderr
+    assert all(any(known in entry for known in SPILLING) for entry in spilled), report
+    assert "warning" not in report, report
 
 
 def test_the_name_says_why_it_cannot_run(monkeypatch):
