@@ -9,6 +9,7 @@ end refuses "unsupported", and no numbers.
 
 * :func:`head_and_loss`: the LM head and the loss over ``tokens`` tokens: eager (bf16 logits, the loss in fp32, as
   the model computes it), the same under ``torch.compile``, and the fused kernel (:mod:`systems.fused`);
+  :func:`head_chunks` the fused kernel at each size of its chunk of logits;
 * :func:`adamw_step`: one optimizer step over fp32 parameters shaped like the model's: PyTorch's for-each and
   fused AdamW, and ours;
 * :func:`block_step`: one Transformer block, forward and backward, per attention, recomputation and compilation;
@@ -97,7 +98,8 @@ def _achieved(flops: float, ms: float) -> dict[str, float]:
 
 # ---- the LM head and the loss --------------------------------------------------------------------------------
 
-def _head_step(variant: str, tokens: int, cfg: ModelConfig, dtype: torch.dtype) -> Step:
+def _head_step(variant: str, tokens: int, cfg: ModelConfig, dtype: torch.dtype, chunk_tokens: int | None = None
+               ) -> Step:
     where = local_device()
     hidden = torch.randn(tokens, cfg.d_model, device=where, dtype=dtype, requires_grad=True)
     weight = (torch.randn(cfg.vocab_size, cfg.d_model, device=where) / math.sqrt(cfg.d_model)).to(dtype)
@@ -106,7 +108,7 @@ def _head_step(variant: str, tokens: int, cfg: ModelConfig, dtype: torch.dtype) 
     if variant == "fused":
         from systems.fused import linear_cross_entropy
 
-        loss = lambda: linear_cross_entropy(hidden, weight, targets)  # noqa: E731
+        loss = lambda: linear_cross_entropy(hidden, weight, targets, chunk_tokens=chunk_tokens)  # noqa: E731
     else:
         # the model's own head and loss: logits in the weights' dtype, the loss over them in fp32 (one sequence)
         unfused = lambda h, w, t: token_loss((h @ w.T)[None], t[None])  # noqa: E731
@@ -136,6 +138,24 @@ def head_and_loss(tokens: int = 2 * LEADERBOARD_2026.context_length, variants: I
         point = measure(lambda: _head_step(variant, tokens, cfg, dtype), rep=rep, warmup=warmup)
         rows.append({"variant": variant, "tokens": tokens, "vocab": cfg.vocab_size, "d_model": cfg.d_model, **point,
                      "gradients_gib": grads, **_achieved(flops, point["ms"])})
+    return pd.DataFrame(rows)
+
+
+def head_chunks(tokens: int = 2 * LEADERBOARD_2026.context_length, chunk_mib: Iterable[int] = (128, 256, 512, 1024),
+                cfg: ModelConfig = LEADERBOARD_2026, dtype: torch.dtype = torch.bfloat16, rep: int = 1000,
+                warmup: int = 200) -> pd.DataFrame:
+    """The fused head and loss with its chunk of logits held to each budget of ``chunk_mib`` MiB: what a smaller
+    chunk saves in memory and costs in time (more, narrower products; the weight's gradient read and written once
+    per chunk)."""
+    from systems.fused.cross_entropy import chunk_tokens_for
+
+    flops = 6 * tokens * cfg.vocab_size * cfg.d_model
+    rows = []
+    for mib in tqdm(list(chunk_mib), desc="fused head, chunk sizes"):
+        chunk = min(tokens, chunk_tokens_for(cfg.vocab_size, torch.finfo(dtype).bits // 8, mib * 2**20))
+        point = measure(lambda: _head_step("fused", tokens, cfg, dtype, chunk), rep=rep, warmup=warmup)
+        rows.append({"chunk_mib": mib, "chunk_tokens": chunk, "tokens": tokens, **point,
+                     **_achieved(flops, point["ms"])})
     return pd.DataFrame(rows)
 
 
@@ -311,7 +331,7 @@ def model_step(layers: Iterable[int], recipes: Iterable[Recipe] = (Recipe(), PLA
 def main(argv: list[str] | None = None) -> pd.DataFrame:
     p = argparse.ArgumentParser(prog="python -m systems.bench.leaderboard_2026", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("part", choices=("head", "adamw", "block", "model"))
+    p.add_argument("part", choices=("head", "chunks", "adamw", "block", "model"))
     p.add_argument("--tokens", type=integer(1), default=2 * LEADERBOARD_2026.context_length)
     p.add_argument("--params", type=integer(1), default=10**9)
     p.add_argument("--layers", type=integer(1), nargs="+", default=[2])
@@ -321,6 +341,8 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     warmup = max(1, a.rep // 5)
     if a.part == "head":
         df = head_and_loss(a.tokens, rep=a.rep, warmup=warmup)
+    elif a.part == "chunks":
+        df = head_chunks(a.tokens, rep=a.rep, warmup=warmup)
     elif a.part == "adamw":
         df = adamw_step(a.params, rep=a.rep, warmup=warmup)
     elif a.part == "block":

@@ -114,9 +114,12 @@ def _loss_and_grads(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.T
     losses = torch.empty(n, device=h.device, dtype=torch.float32)
     d_hidden = torch.empty_like(hidden) if grad_hidden else hidden.new_empty(0)
     d_weight = torch.zeros_like(weight) if grad_weight else weight.new_empty(0)
+    # every chunk's logits go into one buffer: a fresh tensor per chunk would hold two chunks at once while the
+    # product that makes the next one runs
+    chunk_logits = h.new_empty(min(n, chunk_tokens), w.shape[0])
     for start in range(0, n, chunk_tokens):
         rows = slice(start, start + chunk_tokens)
-        logits = h[rows] @ w.T  # (c, V)
+        logits = torch.mm(h[rows], w.T, out=chunk_logits[:min(chunk_tokens, n - start)])  # (c, V)
         losses[rows] = _rows_to_loss_and_grad(logits, targets[rows], scale, ignore_index, grad_hidden or grad_weight)
         if grad_hidden:
             d_hidden[rows] = logits @ w  # (c, d)
