@@ -33,6 +33,7 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")  # before the kernels are defined: CPU runs use the interpreter
 
 from systems import figures, pipeline, provenance, report
+from systems.attention import unavailable
 from systems.bench import leaderboard_2026 as lb
 from systems.chapters import leaderboard as words
 from systems.hardware import H100, H200
@@ -44,10 +45,15 @@ profile = provenance.resolve_profile(profile)
 ours, plain = lb.Recipe(), lb.PLAIN
 if profile == "full":
     cfg, dtype, head_tokens, adamw_params = LEADERBOARD_2026, torch.bfloat16, 65_536, 10**9
-    depths, ablation_layers, rep = [2, 4, 8, 12, 16, 20], 2, dict(rep=3000, warmup=1000)
+    depths, ablation_layers, rep = [2, 4, 8, 12, 16], 2, dict(rep=3000, warmup=1000)
+    chunk_mib = [128, 256, 512, 1024]
+    # our fastest attention at head dim 128: the forward written for Hopper with the Triton backward where it runs
+    if unavailable("flash_hopper", torch.device("cuda"), dtype, cfg.d_model // cfg.num_heads) is None:
+        ours = replace(ours, attention="flash_hopper")
 else:  # the same code at a toy size, in fp32 (Triton's CPU interpreter has no bf16)
     cfg = replace(LEADERBOARD_2026, vocab_size=512, context_length=64, d_model=64, d_ff=96, num_layers=2, num_heads=4)
     dtype, head_tokens, adamw_params, depths, ablation_layers = torch.float32, 128, 50_000, [1], 1
+    chunk_mib = [1]
     rep = dict(rep=1, warmup=1)
     ours, plain = replace(ours, compiled=False), replace(plain, attention="sdpa", compiled=False)
 gpu = H200 if "H200" in provenance.stamp()["gpu"] else H100
@@ -98,6 +104,19 @@ report.glue("lb_head_words", words.head_words(head, provenance.stamp()["gpu"]))
 # %% [markdown]
 # {glue:text}`lb_head_words`
 #
+# The chunk is the fused head's one setting. A smaller one holds fewer scores at a time but runs narrower
+# products, and the weight's gradient, which every chunk adds to, is read and written once per chunk:
+
+# %% tags=["nbval-ignore-output"]
+chunks = measured(data_dir, "head_chunks", lb.head_chunks, head_tokens, chunk_mib, cfg=cfg, dtype=dtype, **rep)
+report.table(chunks, ".4g")
+
+# %% tags=["remove-cell", "nbval-ignore-output"]
+report.glue("lb_chunk_words", words.chunk_words(chunks, head))
+
+# %% [markdown]
+# {glue:text}`lb_chunk_words`
+#
 # ## AdamW in one pass
 #
 # An optimizer step reads every parameter, its gradient and two moments and writes three of them back: 28 bytes per
@@ -121,9 +140,13 @@ report.glue("lb_adamw_words", words.adamw_words(adamw, gpu.memory_bandwidth))
 # ## One block at 32K tokens
 #
 # A block is 202 million parameters and, at batch 2 and 32K context, 65,536 tokens of activations. Its forward
-# and backward, bf16 weights, for each attention (SDPA's cuDNN back end, plain PyTorch's fastest, and our Triton
-# FlashAttention-2), each way of recomputing (none; the whole block recomputed in the backward, keeping only its
-# input; the block recomputed but attention's outputs kept, `recompute="keep_attention"`), eager and compiled:
+# and backward, bf16 weights, for each attention (SDPA's cuDNN back end, plain PyTorch's fastest, and our fastest
+# at head dim 128, {glue:text}`lb_ours_attention`), each way of recomputing (none; the whole block recomputed in the
+# backward, keeping only its input; the block recomputed but attention's outputs kept,
+# `recompute="keep_attention"`), eager and compiled:
+
+# %% tags=["remove-cell"]
+report.glue("lb_ours_attention", ours.attention)
 
 # %% tags=["nbval-ignore-output"]
 blocks = measured(data_dir, "block", lb.block_step, [plain.attention, ours.attention],
@@ -131,6 +154,9 @@ blocks = measured(data_dir, "block", lb.block_step, [plain.attention, ours.atten
 comparison = words.block_comparison(blocks, ours.attention, plain.attention)
 report.table(comparison, ".4g")
 report.glue("lb_block_words", words.block_words(comparison, ours.attention, plain.attention))
+# our recipe recomputes its blocks the faster of the two checkpointed ways this table measured for them
+ours = replace(ours, recompute=words.faster_recompute(blocks, ours.attention, ours.compiled))
+report.glue("lb_ours_recipe", ours.label)
 
 # %% tags=["remove-input", "nbval-ignore-output"]
 figures.bars(blocks[blocks.status == "ok"].assign(mode=lambda d: d.compiled.map({True: "compiled", False: "eager"})),
@@ -145,10 +171,10 @@ figures.bars(blocks[blocks.status == "ok"].assign(mode=lambda d: d.compiled.map(
 #
 # The whole model does not fit on one GPU, so the step runs with fewer blocks: the embedding, the head and the
 # loss at full size, the blocks as many as fit. Every step is the handout's (zero the gradients, forward and
-# loss, backward, AdamW), timed with `triton.testing.do_bench`, weights and gradients in bf16. Two recipes: ours
-# (Triton attention, fused loss, fused AdamW, each block recomputed, compiled) and plain PyTorch's (SDPA's cuDNN
-# attention, the unfused loss compiled with the model, PyTorch's fused AdamW, the same recomputation). A depth that
-# did not fit says OOM.
+# loss, backward, AdamW), timed with `triton.testing.do_bench`, weights and gradients in bf16, each compiled anew.
+# Two recipes: ours ({glue:text}`lb_ours_recipe`: our attention, the fused loss, our AdamW, each block recomputed the
+# faster way the table above found) and plain PyTorch's (SDPA's cuDNN attention, the unfused loss compiled with the
+# model, PyTorch's fused AdamW, each block recomputed whole). A depth that did not fit says OOM.
 
 # %% tags=["nbval-ignore-output"]
 steps = measured(data_dir, "model_step", lb.model_step, depths, [ours, plain], cfg=cfg, dtype=dtype, **rep)
@@ -170,8 +196,9 @@ figures.lines(steps[steps.status == "ok"], "layers", "ms", "recipe", "the step a
 # is larger here than it would be at 34 blocks.
 
 # %% tags=["nbval-ignore-output"]
+other_recompute = "all" if ours.recompute == "keep_attention" else "keep_attention"
 swaps = [ours, replace(ours, attention=plain.attention), replace(ours, fused_loss=False),
-         replace(ours, fused_adamw=False), replace(ours, recompute="keep_attention"),
+         replace(ours, fused_adamw=False), replace(ours, recompute=other_recompute),
          replace(ours, recompute="none"), replace(ours, compiled=not ours.compiled), plain]
 ablation = measured(data_dir, "ablation", lb.model_step, [ablation_layers], swaps, cfg=cfg, dtype=dtype, **rep)
 report.table(words.ablation_table(ablation, ours.label), ".4g")

@@ -27,6 +27,8 @@ def test_the_parts_run_and_report_every_variant():
     head = parts.head_and_loss(64, cfg=TINY, dtype=torch.float32, rep=1, warmup=1)
     assert head.variant.tolist() == list(parts.HEAD_VARIANTS) and (head.ms > 0).all()
     assert head.gradients_gib.iloc[0] == pytest.approx((64 + 300) * 64 * 4 / 2**30)
+    chunks = parts.head_chunks(64, [1], cfg=TINY, dtype=torch.float32, rep=1, warmup=1)
+    assert chunks.chunk_tokens.tolist() == [64] and (chunks.status == "ok").all()  # a MiB holds all 64 tokens' scores
     adamw = parts.adamw_step(30_000, cfg=TINY, rep=1, warmup=1)
     assert adamw.variant.tolist() == list(parts.ADAMW_VARIANTS) and (adamw.tb_per_s > 0).all()
     assert adamw.params.iloc[0] == 300 * 64 + 64 + 2 * 64 * 64  # the embedding, a norm, the first two projections
@@ -102,3 +104,29 @@ def test_the_chapters_words_name_what_fits_and_where_ours_wins():
     assert "ours is faster at 1 (compiled, recompute all)." in words.block_words(comparison, "ours", "plain")
     assert "ours is faster at none of them." in words.block_words(comparison[comparison.recompute == "none"],
                                                                      "ours", "plain")
+
+
+def test_the_chunk_words_find_the_largest_chunk_under_the_budget_and_the_recipe_its_faster_recomputation():
+    import pandas as pd
+
+    from systems.chapters import leaderboard as words
+
+    head = pd.DataFrame([dict(variant="compiled", status="ok", ms=380.0, extra_gib=20.2, gradients_gib=1.66)])
+    chunks = pd.DataFrame([dict(chunk_mib=m, chunk_tokens=t, status="ok", ms=ms, extra_gib=g)
+                           for m, t, ms, g in ((128, 384, 490.0, 1.79), (256, 768, 423.0, 1.91),
+                                               (1024, 3456, 391.0, 2.66))])
+    said = words.chunk_words(chunks, head)
+    assert "goes from 391 to 490 ms, 1.25× slower." in said
+    assert "The largest chunk that keeps the whole under 2 GiB is 256 MiB: 1.91 GiB and 423 ms, 1.11× slower" in said
+    assert "No chunk size" in words.chunk_words(chunks.assign(extra_gib=3.0), head)
+    assert "GPU only" in words.chunk_words(chunks.assign(extra_gib=math.nan), head)
+
+    blocks = pd.DataFrame([dict(attention=a, recompute=r, compiled=c, status=s, ms=ms)
+                           for a, r, c, s, ms in (("ours", "none", True, "ok", 5.0), ("ours", "all", True, "ok", 9.0),
+                                                  ("ours", "keep_attention", True, "ok", 8.0),
+                                                  ("ours", "keep_attention", False, "ok", 20.0),
+                                                  ("ours", "all", False, "OOM", math.nan),
+                                                  ("plain", "all", True, "ok", 1.0))])
+    assert words.faster_recompute(blocks, "ours", True) == "keep_attention"  # "none" is not a recomputation
+    assert words.faster_recompute(blocks, "ours", False) == "keep_attention"
+    assert words.faster_recompute(blocks, "other", True) == "all"

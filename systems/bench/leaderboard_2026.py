@@ -63,6 +63,9 @@ def measure(make: Callable[[], Step], *, rep: int, warmup: int) -> dict[str, Any
     """``make()``'s step timed and its extra memory read: {"status": "ok", "ms", "extra_gib"}, or the status saying
     why not ("OOM", "unsupported") with NaN values. Everything the step holds is freed before the next point."""
     step = None
+    # a fresh compile per point: a sweep's later points would otherwise pass Dynamo's recompile limit for the same
+    # code (the model's forward at another depth or recipe) and run eagerly, silently
+    torch._dynamo.reset()
     try:
         step = make()
         ms = handout_ms(step.run, rep=rep, warmup=warmup)

@@ -90,6 +90,30 @@ def head_words(df: pd.DataFrame, gpu: str, budget_gib: float = 2.0) -> str:
             f"{value(eager, 'extra_gib', '.3g', ' GiB')}.")
 
 
+def chunk_words(chunks: pd.DataFrame, head: pd.DataFrame, budget_gib: float = 2.0) -> str:
+    """The fused head's chunk sizes: what the smallest saves against the largest and costs, and the largest chunk
+    whose whole footprint (gradients included) stays under ``budget_gib``, against the compiled unfused head."""
+    ran = chunks[chunks.status == "ok"].sort_values("chunk_mib")
+    if len(ran) < 2:
+        return "Fewer than two chunk sizes ran here, so there is no trade-off to read."
+    small, large = ran.iloc[0], ran.iloc[-1]
+    compiled = row_where(head, variant="compiled")
+    said = (f"From a chunk of {large.chunk_mib:g} MiB ({int(large.chunk_tokens)} tokens) down to {small.chunk_mib:g} "
+            f"MiB ({int(small.chunk_tokens)} tokens) the head goes from {large.ms:.4g} to {small.ms:.4g} ms, "
+            f"{times(small.ms / large.ms)}.")
+    if not has(large, "extra_gib"):
+        return said + " Device memory is measured on a GPU only."
+    said += (f" The memory above its inputs goes from {large.extra_gib:.3g} to {small.extra_gib:.3g} GiB, of which "
+             f"the gradients are {head.gradients_gib.iloc[0]:.3g} GiB at every size.")
+    under = ran[ran.extra_gib < budget_gib]
+    if under.empty:
+        return said + f" No chunk size measured here keeps the whole under {budget_gib:g} GiB."
+    best = under.iloc[-1]
+    return (f"{said} The largest chunk that keeps the whole under {budget_gib:g} GiB is {best.chunk_mib:g} MiB: "
+            f"{best.extra_gib:.3g} GiB and {best.ms:.4g} ms, {ratio_words(best, compiled)} than the compiled "
+            f"unfused head.")
+
+
 def adamw_words(df: pd.DataFrame, hbm_bytes_per_s: float) -> str:
     """Ours against PyTorch's fused and for-each AdamW, and the bandwidth ours reaches of the memory's peak."""
     ours, fused, foreach = (row_where(df, variant=v) for v in ("ours", "torch fused", "foreach"))
@@ -129,6 +153,14 @@ def block_words(comparison: pd.DataFrame, ours: str = "flash_triton", plain: str
             f"{mfu(best_ours['ours MFU'])}) is {times(best_ours['ours ms'] / best_plain['plain ms'])} than "
             f"the fastest with {plain}'s ({describe(best_plain)}, {best_plain['plain ms']:.4g} ms"
             f"{mfu(best_plain['plain MFU'])}).")
+
+
+def faster_recompute(blocks: pd.DataFrame, attention: str, compiled: bool) -> str:
+    """Of the two ways to recompute a block ("all", "keep_attention"), the one the block table found faster with
+    ``attention`` (compiled or not); "all" where neither ran."""
+    ran = blocks[(blocks.status == "ok") & (blocks.attention == attention) & (blocks.compiled == compiled)
+                 & blocks.recompute.isin(["all", "keep_attention"])]
+    return "all" if ran.empty else ran.loc[ran.ms.idxmin()].recompute
 
 
 def deepest(steps: pd.DataFrame, ours: str, plain: str) -> str:

@@ -138,6 +138,9 @@ def _(hidden, weight, targets, ignore_index, mean, compute, chunk_tokens, grad_h
 def _keep_gradients(ctx, inputs, output) -> None:
     ctx.wanted = inputs[7:9]
     ctx.save_for_backward(*output[1:])
+    # the gradients are outputs too, and nothing flows back into them: left to autograd, their incoming gradients
+    # would be materialised as zeros, a second tensor the size of each during the backward
+    ctx.set_materialize_grads(False)
 
 
 def _scaled_gradients(ctx, grad_loss, _d_hidden, _d_weight):
