@@ -172,8 +172,10 @@ def deepest(steps: pd.DataFrame, ours: str, plain: str) -> str:
     n = max(both)
     mine, theirs = row_where(ran, layers=n, recipe=ours), row_where(ran, layers=n, recipe=plain)
     blocks = lambda k: f"{k} block{'' if k == 1 else 's'}"  # noqa: E731
-    said = (f"Both recipes ran with up to {blocks(n)} (ours alone with up to "
-            f"{blocks(int(ran[ran.recipe == ours].layers.max()))}). There our step takes {mine.ms:.4g} ms, "
+    deeper = {who: int(ran[ran.recipe == recipe].layers.max())
+              for who, recipe in (("ours", ours), ("the plain one", plain))}
+    alone = "".join(f" ({who} alone with up to {blocks(k)})" for who, k in deeper.items() if k > n)
+    said = (f"Both recipes ran with up to {blocks(n)}{alone}. There our step takes {mine.ms:.4g} ms, "
             f"{ratio_words(mine, theirs)} than the plain recipe's {theirs.ms:.4g} ms")
     if has(mine, "mfu") and has(theirs, "mfu"):
         said += f", at an MFU of {mine.mfu:.0%} against {theirs.mfu:.0%}"
