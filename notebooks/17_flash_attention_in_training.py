@@ -44,7 +44,7 @@ if profile == "full":
     tokens, model_dtype, model_steps = 8192, "bf16", 20
 else:
     overhead_run = dict(shape=(1, 1, 32, 16), dtype="fp32", n_calls=2)
-    floor_run = dict(shape=(1, 1, 32, 16), dtype="fp32", n_calls=2, modes=("eager",))
+    floor_run = dict(shape=(1, 1, 32, 16), dtype="fp32", n_calls=2, rounds=2, modes=("eager",))
     train_shapes = dict(seq_lens=(64,), head_dims=(16, 24), batch_heads=((1, 2),), dtypes=("fp16",))
     model_sizes, model_contexts, compiled_sizes, tokens, model_dtype, model_steps = ["tiny"], [32], [], 64, "fp32", 2
 timing = dict(rep_ms=20, warmup_ms=5)
@@ -89,7 +89,10 @@ report.glue("flash_call_words", call["words"])
 # The same forward and backward call three ways, µs per call: eager; with the attention under `torch.compile`,
 # where our Triton kernels are custom ops inside the compiled graph; and captured whole, forward and backward, in a
 # CUDA graph (`torch.cuda.graph`) that is replayed, so no Python runs per call at all. Beside the Triton kernels
-# from C++ and from Python, `flash_cuda`: our CUDA C++ kernels behind the same kind of C++ operator.
+# from C++ and from Python, `flash_cuda`: our CUDA C++ kernels behind the same kind of C++ operator. Every way of
+# calling is made ready first, then timed in turns, a block of calls each per round for five rounds, and the
+# median block kept: a floor this small drifts with the machine by more than the implementations differ, so they
+# are timed side by side in time.
 
 # %% tags=["nbval-ignore-output"]
 floor = measured(data_dir, "flash_call_floor", call_overhead.call_floor,

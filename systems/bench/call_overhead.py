@@ -180,20 +180,26 @@ def graphed(step: Callable) -> Callable:
     return graph.replay
 
 
-def call_floor(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 300, is_causal: bool = True,
+def call_floor(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 300, rounds: int = 5,
+               is_causal: bool = True,
                impls=("flash_triton", "flash_triton_python", "flash_cuda", "sdpa_flash", "sdpa_cudnn"),
                modes=("eager", "compiled", "CUDA graph")
                ) -> pd.DataFrame:
     """Wall µs per forward and backward call at a shape too small to keep the GPU busy: eager, under
     ``torch.compile`` (the attention compiled, its backward run by autograd) and captured whole in a CUDA graph
-    and replayed (:func:`graphed`): how much of the floor each way of calling removes, ours next to SDPA's."""
+    and replayed (:func:`graphed`): how much of the floor each way of calling removes, ours next to SDPA's.
+
+    Every way of calling is made ready first (compiled, tuned, captured); then ``rounds`` rounds time a block of
+    ``n_calls`` of each in turn, and the table has each one's median block. A host-bound floor drifts with the
+    machine by more than the implementations differ, so they are timed side by side in time rather than one
+    after another."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(0)
     q, k, v = (torch.randn(*shape, device=device, dtype=TENSOR_DTYPES[dtype], requires_grad=True) for _ in "qkv")
     why_not = {impl: unavailable(impl, device, q.dtype, shape[-1]) for impl in impls}  # once per implementation
-    rows = []
-    for impl, mode in tqdm([(i, m) for i in impls for m in modes], desc="per-call floor"):
-        torch._dynamo.reset()
+    torch._dynamo.reset()
+    ready, walls = {}, {}
+    for impl, mode in tqdm([(i, m) for i in impls for m in modes], desc="per-call floor, compiling"):
         attend = torch.compile(attention(impl)) if mode == "compiled" else attention(impl)
 
         def step(attend=attend):
@@ -206,15 +212,19 @@ def call_floor(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 300
             fn = graphed(step) if mode == "CUDA graph" else step
             for _ in range(3):  # compile, tune
                 fn()
-            _, wall = per_call_us(fn, n_calls, device)
+            ready[impl, mode] = fn
         except RuntimeError as exc:
             if not refused(exc):
                 raise
-            wall = UNSUPPORTED
-        rows.append({"impl": impl, "mode": mode, "wall_us": wall})
+            walls[impl, mode] = UNSUPPORTED
+    blocks = {key: [] for key in ready}
+    for _ in tqdm(range(rounds), desc="per-call floor, rounds"):
+        for key, fn in ready.items():
+            blocks[key].append(per_call_us(fn, n_calls, device, repeats=1)[1])
+    walls.update({key: float(np.median(times)) for key, times in blocks.items()})
+    rows = [{"impl": impl, "mode": mode, "wall_us": wall} for (impl, mode), wall in walls.items()]
     table = pd.DataFrame(rows).pivot(index="impl", columns="mode", values="wall_us").reindex(impls)[list(modes)]
     return table.reset_index()
-
 
 if __name__ == "__main__":
     print(call_overhead().to_string(index=False))
