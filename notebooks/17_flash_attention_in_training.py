@@ -206,9 +206,7 @@ report.table(apart, ".3f")
 report.glue_all("flash_apart", ft.apart_facts(apart))
 
 # %% [markdown]
-# Ours over SDPA's step: {glue:text}`flash_apart_here:.3g`× here ({glue:text}`flash_apart_here_low:.3g` to
-# {glue:text}`flash_apart_here_high:.3g`), {glue:text}`flash_apart_fresh:.3g`× in a fresh process
-# ({glue:text}`flash_apart_fresh_low:.3g` to {glue:text}`flash_apart_fresh_high:.3g`). {glue:text}`flash_apart_words`
+# {glue:text}`flash_apart_words`
 #
 # Where the step is bound by the GPU instead, the host drops out and the kernels decide: the largest model that fit,
 # at its longest context, timed as above, its kernels split into the attention's own (those that ran with one

@@ -1,6 +1,8 @@
 """The FlashAttention benchmarks: ratios against the anchors, the slower-shape regimes, the per-call floor and
 the kernel breakdown (their code paths, on a CPU through Triton's interpreter)."""
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -174,6 +176,26 @@ def test_a_point_is_timed_here_and_in_a_fresh_process():
     assert list(table.process) == ["this process", "a fresh process"]
     assert (pd.to_numeric(table.flash_triton) > 0).all() and (pd.to_numeric(table.sdpa) > 0).all()
     assert table[["low", "high"]].notna().all().all()
+
+
+def test_a_point_out_of_memory_in_one_process_is_a_row_that_says_so():
+    # what interleaved returns where the model did not fit: rows without times. The chapter's sentence names the
+    # process where the point did not run instead of comparing a missing ratio
+    point = {"size": "xl", "context_length": 2048, "compile": False, "batch_size": 4, "dtype": "bf16"}
+    oom = pd.DataFrame([{**point, "attention": a, "status": "OOM", "step_ms": float("nan")}
+                        for a in ("sdpa", "flash_triton")])
+    ran = pd.DataFrame([{**point, "attention": a, "status": "ok", "step_ms": ms, "step_times_ms": [ms, ms + 1, ms - 1]}
+                        for a, ms in (("sdpa", 10.0), ("flash_triton", 11.0))])
+    table = pd.concat([flash_sweep.model_table(ran).assign(process="this process"),
+                       flash_sweep.model_table(oom).assign(process="a fresh process")], ignore_index=True)
+    assert table.flash_triton.tolist() == [11.0, "OOM"] and np.isnan(table["flash_triton/sdpa"].iloc[1])
+    words = flash_training.apart_facts(table)["words"]
+    assert words == "The point did not run in a fresh process (OOM), so the two processes cannot be compared here."
+    fine = pd.concat([flash_sweep.model_table(ran).assign(process=p) for p in ("this process", "a fresh process")],
+                     ignore_index=True)
+    words = flash_training.apart_facts(fine)["words"]
+    assert re.match(r"Ours over SDPA's step: 1\.1× here \(1\.\d+ to 1\.\d+\), 1\.1× in a fresh process "
+                    r"\(1\.\d+ to 1\.\d+\)\. Outside the notebook's kernel", words), words
 
 
 def test_a_fresh_process_that_fails_says_why():

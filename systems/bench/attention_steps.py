@@ -33,6 +33,7 @@ def interleaved(cfg: BenchConfig, attentions: tuple[str, ...]) -> pd.DataFrame:
     if not attentions:
         raise ValueError("interleaved needs at least one attention to time")
     device = bench_device(cfg)
+    free_memory()  # a previous point's model lingers in reference cycles until collected: two large ones do not fit
 
     def measure() -> dict[str, list[float]]:
         step = Step(cfg, device, per_phase=False)

@@ -237,6 +237,8 @@ def model_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Training steps of the model with each attention (rows of :func:`systems.bench.attention_steps.interleaved`,
     one per size, mode, context and attention): ms per step side by side ("OOM" where the model did not fit), ours
     over SDPA's with its 95% interval (:func:`ratio_interval`, columns ``low`` and ``high``)."""
+    # a point where every attention ran out of memory has no times at all, not even an empty column of them
+    runs = runs.reindex(columns=[*runs.columns, *{"step_ms", "step_times_ms"} - set(runs.columns)])
     ok = runs.assign(mode=runs.compile.map({False: "eager", True: "compiled"}))
     steps = ok.step_ms.astype(object).where(ok.status == "ok", ok.status)
     point = ["size", "mode", "context_length"]

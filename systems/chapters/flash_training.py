@@ -4,6 +4,8 @@ the host-bound and at the GPU-bound point."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from systems.bench.call_overhead import ON_CALLING_THREAD
@@ -142,21 +144,29 @@ def busy_facts(busy: pd.DataFrame, worst: pd.Series, layers: int, call: dict) ->
 
 
 def apart_facts(apart: pd.DataFrame) -> dict:
-    """The same point timed in the notebook's process and in a fresh one: both ratios, their intervals, in words."""
+    """The same point timed in the notebook's process and in a fresh one: both ratios and their intervals, and what
+    they say, in one sentence (``words``); where the point did not run in one of the two, that instead."""
     by = apart.set_index("process")
     here, fresh = by.loc["this process"], by.loc["a fresh process"]
-    return {"here": here["flash_triton/sdpa"], "fresh": fresh["flash_triton/sdpa"], "here_low": here.low,
-            "here_high": here.high, "fresh_low": fresh.low, "fresh_high": fresh.high, "words": pick(
-                fresh.high < here.low,
-                "The intervals do not overlap: outside the notebook's kernel ours fares better, so part of the "
-                "difference measured here belongs to the process around the steps, not to the kernels or the launch "
-                "path.",
-                pick(fresh["flash_triton/sdpa"] < here["flash_triton/sdpa"] and fresh.low <= 1 < here.low,
-                     "In the fresh process the interval holds 1 where here it does not, but the two intervals "
-                     "overlap: a hint that the process around the steps costs ours more than SDPA's, not a "
-                     "measurement of how much.",
-                     "Outside the notebook's kernel the ratio is no better: the process around the steps is not what "
-                     "sets it."))}
+    ratios = {"here": here["flash_triton/sdpa"], "fresh": fresh["flash_triton/sdpa"], "here_low": here.low,
+              "here_high": here.high, "fresh_low": fresh.low, "fresh_high": fresh.high}
+    missing = [f"{where} ({row.flash_triton if isinstance(row.flash_triton, str) else 'no time'})"
+               for where, row in (("this process", here), ("a fresh process", fresh))
+               if not math.isfinite(row["flash_triton/sdpa"])]
+    if missing:
+        return {**ratios, "words": f"The point did not run in {' and '.join(missing)}, so the two processes cannot "
+                                   f"be compared here."}
+    measured = (f"Ours over SDPA's step: {ratios['here']:.3g}× here ({here.low:.3g} to {here.high:.3g}), "
+                f"{ratios['fresh']:.3g}× in a fresh process ({fresh.low:.3g} to {fresh.high:.3g}). ")
+    return {**ratios, "words": measured + pick(
+        fresh.high < here.low,
+        "The intervals do not overlap: outside the notebook's kernel ours fares better, so part of the difference "
+        "measured here belongs to the process around the steps, not to the kernels or the launch path.",
+        pick(fresh["flash_triton/sdpa"] < here["flash_triton/sdpa"] and fresh.low <= 1 < here.low,
+             "In the fresh process the interval holds 1 where here it does not, but the two intervals overlap: a "
+             "hint that the process around the steps costs ours more than SDPA's, not a measurement of how much.",
+             "Outside the notebook's kernel the ratio is no better: the process around the steps is not what sets "
+             "it."))}
 
 
 def bound_facts(times: pd.DataFrame, own: pd.DataFrame, row: pd.Series, backend: str) -> dict:
