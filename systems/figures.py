@@ -41,13 +41,16 @@ def warmup_steps(cold: pd.DataFrame, title: str):
 
 def bars(df: pd.DataFrame, x: str, y: str, hue: str, col: str | None, ylabel: str, title: str, order=None,
          log: bool = True, reference: float | None = None):
-    """``y`` per ``x`` (in ``order``: model sizes from small to large, say), by ``hue``, one panel per ``col``."""
+    """``y`` per ``x`` (in ``order``: model sizes from small to large, say), by ``hue``, one panel per ``col``; the
+    legend below the panels, where no bar can sit under it."""
     grid = sns.catplot(data=df, x=x, y=y, hue=hue, col=col, kind="bar", height=3.2,
                        order=order or list(dict.fromkeys(df[x])))
     grid.set(yscale="log" if log else "linear", ylabel=ylabel)
     if reference is not None:
         for ax in grid.axes.flat:
             ax.axhline(reference, color="grey", lw=1, ls="--")
+    if grid.legend is not None:
+        sns.move_legend(grid, "upper center", bbox_to_anchor=(0.5, 0.02), ncol=4, title=None, frameon=False)
     return _done(grid.figure, title)
 
 
