@@ -202,11 +202,12 @@ swaps = [ours, replace(ours, attention=plain.attention), replace(ours, fused_los
          replace(ours, recompute="none"), replace(ours, compiled=not ours.compiled), plain]
 ablation = measured(data_dir, "ablation", lb.model_step, [ablation_layers], swaps, cfg=cfg, dtype=dtype, **rep)
 report.table(words.ablation_table(ablation, ours.label), ".4g")
+report.glue("lb_ablation_words", words.ablation_words(ablation, ours.label, plain.label))
 
 # %% [markdown]
 # The first row is every technique on; each row below changes one, and the last is plain PyTorch's recipe. A
 # time ratio above one means the technique that row switched off was worth that much; a memory difference above
-# zero, that it saved that much.
+# zero, that it saved that much. {glue:text}`lb_ablation_words`
 #
 # ## The plan for two GPUs
 #

@@ -144,3 +144,24 @@ def test_the_deepest_words_say_which_recipe_ran_deeper_alone():
     assert said.startswith("Both recipes ran with up to 2 blocks (the plain one alone with up to 4 blocks). There our")
     assert words.deepest(steps, "b", "a").startswith("Both recipes ran with up to 2 blocks (ours alone with up to 4")
     assert "alone" not in words.deepest(steps[steps.layers == 2], "a", "b")
+
+
+def test_the_ablation_words_name_the_fastest_recomputing_recipe():
+    import pandas as pd
+
+    from systems.chapters import leaderboard as words
+
+    steps = pd.DataFrame([dict(recipe=r, recompute=c, status=s, ms=ms, mfu=m)
+                          for r, c, s, ms, m in (("all on", "keep_attention", "ok", 100.0, 0.5),
+                                                 ("cudnn", "keep_attention", "ok", 90.0, 0.55),
+                                                 ("kept", "none", "ok", 80.0, 0.6),
+                                                 ("huge", "all", "OOM", math.nan, math.nan),
+                                                 ("plain", "all", "ok", 101.0, 0.5))])
+    said = words.ablation_words(steps, "all on", "plain")
+    assert said == ("Of the variants that recompute their blocks, the fastest is “cudnn”, at an MFU of 55%: 1.11× "
+                    "faster than ours with every technique on, and 1.12× faster than plain PyTorch's recipe.")
+    assert words.ablation_words(steps.assign(ms=[100.0, 90.0, 80.0, math.nan, 85.0]), "all on", "plain") == (
+        "Of the variants that recompute their blocks, plain PyTorch's recipe is the fastest, at an MFU of 50%, 1.18× "
+        "faster than ours with every technique on.")
+    assert words.ablation_words(steps[steps.recipe != "cudnn"], "all on", "plain").startswith(
+        "Of the variants that recompute their blocks, ours with every technique on is the fastest, at an MFU of 50%")

@@ -193,6 +193,25 @@ def ablation_table(steps: pd.DataFrame, full: str) -> pd.DataFrame:
     return out
 
 
+def ablation_words(steps: pd.DataFrame, full: str, plain: str) -> str:
+    """The ablation in words: the fastest step of those that recompute their blocks (the full model cannot keep
+    them), against the recipe with every technique on (``full``) and plain PyTorch's (``plain``), with its MFU."""
+    ran = steps[(steps.status == "ok") & (steps.recompute != "none")]
+    if ran.empty:
+        return "No recomputing variant ran here."
+    best = ran.loc[ran.ms.idxmin()]
+    mfu = f", at an MFU of {best.mfu:.0%}" if has(best, "mfu") else ""
+    if best.recipe == plain:
+        return (f"Of the variants that recompute their blocks, plain PyTorch's recipe is the fastest{mfu}, "
+                f"{ratio_words(best, row_where(steps, recipe=full))} than ours with every technique on.")
+    if best.recipe == full:
+        head = f"Of the variants that recompute their blocks, ours with every technique on is the fastest{mfu}"
+    else:
+        head = (f"Of the variants that recompute their blocks, the fastest is “{best.recipe}”{mfu}: "
+                f"{ratio_words(best, row_where(steps, recipe=full))} than ours with every technique on")
+    return f"{head}, and {ratio_words(best, row_where(steps, recipe=plain))} than plain PyTorch's recipe."
+
+
 def plan_table(memory: dict[str, dict[str, float]]) -> pd.DataFrame:
     """Memory per GPU (GiB) of each plan (name -> :func:`systems.scaling.leaderboard.memory_per_gpu`), part by part."""
     return pd.DataFrame([{"plan": name, **{k: v / GIB for k, v in parts.items()}} for name, parts in memory.items()])
