@@ -167,6 +167,12 @@ figures.bars(blocks[blocks.status == "ok"].assign(mode=lambda d: d.compiled.map(
 # {glue:text}`lb_block_words` Attention at head dimension 128 is where chapter 07 found our kernel
 # furthest behind cuDNN's, and here it is nearly half the block's arithmetic.
 #
+# What a policy recomputes depends on how the compiler sees the attention. SDPA's back ends and the Hopper forward
+# are operators it can run again: under "all" it recomputes them, under `keep_attention` it keeps their output.
+# Our Triton attention is a `triton_op` whose body the compiler traces, and its partitioner does not run the Triton
+# kernel it finds there a second time, so compiled, "all" keeps that attention's output as well (the experiment log
+# counts the kernels each way launches).
+#
 # ## The step, as deep as one GPU holds
 #
 # The whole model does not fit on one GPU, so the step runs with fewer blocks: the embedding, the head and the
