@@ -226,5 +226,6 @@ def call_floor(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 300
     table = pd.DataFrame(rows).pivot(index="impl", columns="mode", values="wall_us").reindex(impls)[list(modes)]
     return table.reset_index()
 
+
 if __name__ == "__main__":
     print(call_overhead().to_string(index=False))

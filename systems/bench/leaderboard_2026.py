@@ -101,6 +101,12 @@ def _achieved(flops: float, ms: float) -> dict[str, float]:
 
 # ---- the LM head and the loss --------------------------------------------------------------------------------
 
+def _head_flops(tokens: int, cfg: ModelConfig) -> int:
+    """The head's three products over ``tokens`` tokens, forward and backward: the logits, then the gradients of
+    the hidden states and of the weight."""
+    return 6 * tokens * cfg.vocab_size * cfg.d_model
+
+
 def _head_step(variant: str, tokens: int, cfg: ModelConfig, dtype: torch.dtype, chunk_tokens: int | None = None
                ) -> Step:
     where = local_device()
@@ -134,7 +140,7 @@ def head_and_loss(tokens: int = 2 * LEADERBOARD_2026.context_length, variants: I
                   warmup: int = 200) -> pd.DataFrame:
     """The head and the loss, forward and backward (6·tokens·V·d FLOPs), per variant of :data:`HEAD_VARIANTS`;
     ``gradients_gib``: what the two gradients it returns take, part of ``extra_gib``."""
-    flops = 6 * tokens * cfg.vocab_size * cfg.d_model
+    flops = _head_flops(tokens, cfg)
     grads = (tokens + cfg.vocab_size) * cfg.d_model * torch.finfo(dtype).bits / 8 / GIB
     rows = []
     for variant in tqdm(list(variants), desc="head and loss"):
@@ -152,7 +158,7 @@ def head_chunks(tokens: int = 2 * LEADERBOARD_2026.context_length, chunk_mib: It
     per chunk)."""
     from systems.fused.cross_entropy import chunk_tokens_for
 
-    flops = 6 * tokens * cfg.vocab_size * cfg.d_model
+    flops = _head_flops(tokens, cfg)
     rows = []
     for mib in tqdm(list(chunk_mib), desc="fused head, chunk sizes"):
         chunk = min(tokens, chunk_tokens_for(cfg.vocab_size, torch.finfo(dtype).bits // 8, mib * 2**20))
