@@ -102,7 +102,7 @@ figures.lines(bm.fit_curve(ar, o, w), "MiB", "ms", "what", "All-reduce cost mode
 
 # %% tags=["nbval-ignore-output"]
 from_ddp = [pd.read_csv(f"{data_dir}/../09_ddp/{name}.csv") for name in ("steps", "bucket_fine")] if data_dir else []
-sweep = pd.concat(from_ddp) if from_ddp else benchmark(cfg, [("bucketed", {"bucket_size_mb": b}) for b in own_sweep], world)
+sweep = pd.concat(from_ddp, ignore_index=True) if from_ddp else benchmark(cfg, [("bucketed", {"bucket_size_mb": b}) for b in own_sweep], world)
 base_ms = benchmark(cfg, [("naive", {})], world_size=1).step_ms.iloc[0]  # one rank: nothing to communicate
 model = bm.model_vs_measured(sweep, base_ms, s, o, w)
 report.save_table(model, data_dir, "model_vs_measured")

@@ -36,7 +36,7 @@ def model_vs_measured(sweep: pd.DataFrame, base_ms: float, s: float, o: float, w
     n_buckets = np.ceil(s / (runs.bucket_size_mb * MIB))
     model = runs.assign(n_buckets=n_buckets, measured_ms=runs.step_ms - base_ms,
                         predicted_ms=ddp_overhead(n_buckets, s, o, w) * 1e3)
-    return model[["bucket_size_mb", "n_buckets", "step_ms", "measured_ms", "predicted_ms"]]
+    return model[["bucket_size_mb", "n_buckets", "step_ms", "measured_ms", "predicted_ms"]].reset_index(drop=True)
 
 
 def overhead_curves(model: pd.DataFrame, s: float, o: float, w: float) -> pd.DataFrame:
@@ -52,7 +52,7 @@ def overhead_curves(model: pd.DataFrame, s: float, o: float, w: float) -> pd.Dat
 def findings(model: pd.DataFrame, s: float, o: float, w: float, base_ms: float) -> dict[str, Any]:
     """The model's optimum, the measured one, how far apart they are, and which way the model errs."""
     best = best_bucket(s, o, w)
-    fastest = model.loc[model.measured_ms.idxmin()]
+    fastest = model.iloc[model.measured_ms.to_numpy().argmin()]  # by position: sweeps joined together repeat labels
     close = abs(np.log10(fastest.bucket_size_mb * MIB / best["bucket_bytes"])) <= 1
     above = bool((model.measured_ms > model.predicted_ms).all())
     return {"bstar_mib": best["bucket_bytes"] / MIB, "nbstar": best["n_buckets"], "tstar_ms": best["overhead_s"] * 1e3,
