@@ -34,7 +34,7 @@ from systems.model import TransformerLM, preset
 
 profile = provenance.resolve_profile(profile)
 if profile == "full":
-    cfg = DDPBenchConfig(preset("xl", context_length=128), batch_size=4, warmup=3, steps=8)
+    cfg = DDPBenchConfig(preset("xl", context_length=128), batch_size=4, warmup=3, steps=20)
     bucket_sizes, refine = [1, 10, 100, 1000], [0.25, 0.5, 2, 4]  # then multiples of the best coarse size
 else:
     cfg = DDPBenchConfig(preset("tiny", context_length=16), batch_size=2, warmup=1, steps=2)
@@ -107,14 +107,6 @@ report.table(steps[["run", "status", "step_ms", "step_std_ms", "comm_ms", "comm_
 # %% tags=["remove-cell", "nbval-ignore-output"]
 found = step_facts(steps, len(shapes))
 report.glue_all("ddp", found)
-report.glue("ddp_batching_words", report.pick(
-    found["batching_helps"], "Batching saves that much per-call overhead, even though flattening costs two extra "
-    "copies of the gradients.", "Batching does not help here: the per-call overhead of the separate all-reduces is "
-    "small next to their bandwidth cost, and flattening adds two copies of the gradients."))
-report.glue("ddp_overlap_words", report.pick(
-    found["overlap_helps"], "Most of the communication now runs while the backward pass computes earlier layers' "
-    "gradients, and the step is that much shorter than the better synchronous variant.", "Overlap does not pay off "
-    "here: the collectives still pay their per-call overhead and compete with the backward kernels for the GPU."))
 
 # %% [markdown]
 # ### Naive DDP (§2.2.3)
@@ -183,24 +175,15 @@ figures.lines(buckets[buckets.status == "ok"], "bucket_size_mb", "step_ms", None
 # %% tags=["remove-cell", "nbval-ignore-output"]
 found = bucket_facts(buckets)
 report.glue_all("ddp_bucket", found)
-report.glue("ddp_bucket_shape", report.pick(found["interior"], "The measurements follow it: the best size lies "
-                                            "between the extremes.", "The measurements show no interior optimum."))
-report.glue("ddp_bucket_spread_words", report.pick(
-    found["spread_pct"] < 10, "so little because on NVLink an all-reduce is fast next to an fp32 XL backward pass: "
-    "the communication is mostly hidden at any size, and what remains (copies into and out of the flat buffers, "
-    "the tail after the last bucket) is small. A slower interconnect, more GPUs, a faster backward pass (bf16) or "
-    "a smaller batch would bring out the expected shape",
-    "enough for the bucket size to matter; the timeline above shows where the exposed tail comes from"))
 
 # %% [markdown]
 # The fastest bucket size is {glue:text}`ddp_bucket_best_mb:g` MiB at {glue:text}`ddp_bucket_best_ms:.3g` ms per
-# step; {glue:text}`ddp_bucket_small_mb:g` MiB gives {glue:text}`ddp_bucket_small_ms:.3g` ms and
-# {glue:text}`ddp_bucket_large_mb:g` MiB {glue:text}`ddp_bucket_large_ms:.3g` ms (the dashed line is the
-# per-parameter overlap). We expected a U shape: small buckets pay the per-call overhead many times (below the
-# size of one parameter tensor a bucket holds one tensor, and bucketing becomes the per-parameter overlap), very
-# large ones start communicating late and leave the last bucket's whole all-reduce exposed after the backward
-# pass. {glue:text}`ddp_bucket_shape` The whole sweep spans {glue:text}`ddp_bucket_spread_pct:.2g` % of the step
-# time: {glue:text}`ddp_bucket_spread_words`. The bucket-model chapter turns this trade-off into a formula.
+# step (the dashed line is the per-parameter overlap), and the whole sweep spans
+# {glue:text}`ddp_bucket_spread_pct:.2g` % of the step time. We expected a U shape: small buckets pay the per-call
+# overhead many times (below the size of one parameter tensor a bucket holds one tensor, and bucketing becomes the
+# per-parameter overlap), very large ones start communicating late and leave the last bucket's whole all-reduce
+# exposed after the backward pass. {glue:text}`ddp_bucket_shape_words` A slower interconnect, more GPUs or a faster
+# backward pass (bf16) would make the exposed tail and the calls weigh more. The bucket-model chapter turns this trade-off into a formula.
 #
 # ## Against PyTorch DDP
 #

@@ -35,7 +35,7 @@ from systems.model import parameter_count, preset
 profile = provenance.resolve_profile(profile)
 if profile == "full":
     backend, sizes_mb, iters = "nccl", [0.25, 1, 4, 16, 64, 256, 1024], 10
-    cfg = DDPBenchConfig(preset("xl", context_length=128), batch_size=4, warmup=3, steps=8)
+    cfg = DDPBenchConfig(preset("xl", context_length=128), batch_size=4, warmup=3, steps=20)
     own_sweep = [1, 10, 100, 1000]
 else:
     backend, sizes_mb, iters = "gloo", [0.01, 0.04, 0.16], 3
@@ -102,7 +102,8 @@ figures.lines(bm.fit_curve(ar, o, w), "MiB", "ms", "what", "All-reduce cost mode
 
 # %% tags=["nbval-ignore-output"]
 from_ddp = [pd.read_csv(f"{data_dir}/../09_ddp/{name}.csv") for name in ("steps", "bucket_fine")] if data_dir else []
-sweep = pd.concat(from_ddp, ignore_index=True) if from_ddp else benchmark(cfg, [("bucketed", {"bucket_size_mb": b}) for b in own_sweep], world)
+own = [("bucketed", {"bucket_size_mb": b}) for b in own_sweep]
+sweep = pd.concat(from_ddp, ignore_index=True) if from_ddp else benchmark(cfg, own, world)
 base_ms = benchmark(cfg, [("naive", {})], world_size=1).step_ms.iloc[0]  # one rank: nothing to communicate
 model = bm.model_vs_measured(sweep, base_ms, s, o, w)
 report.save_table(model, data_dir, "model_vs_measured")

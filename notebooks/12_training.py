@@ -56,7 +56,10 @@ report.glue_all("train", {"size": base.model.name, "context": base.model.context
 # - `flat`: one all-reduce of all gradients flattened into a single buffer (§2.3.1);
 # - `overlap`: an asynchronous all-reduce per parameter as soon as its gradient is ready (§2.3.2);
 # - `bucketed`: gradients gathered into 25 MiB buckets, each all-reduced when complete (§2.3.3);
-# - `torch`: PyTorch's `DistributedDataParallel`, the anchor.
+# - `torch`: PyTorch's `DistributedDataParallel`, the anchor;
+# - `fsdp`: our fully sharded data parallelism, each rank holding half of every weight, gradient and AdamW moment and
+#   gathering a layer's weights just before it runs (chapter 15);
+# - `fsdp2`: PyTorch's `fully_shard`, the anchor for `fsdp`.
 #
 # Throughput is the median over the steps after the first {glue:text}`train_skip` (which pay for kernel compilation,
 # autotuning and the allocator's growth); peak memory is the first rank's `torch.cuda.max_memory_allocated` over the
@@ -82,9 +85,9 @@ report.glue("train_skipped", "; ".join(f"{k}: {v}" for k, v in skipped.items()) 
 # Not run: {glue:text}`train_skipped`. The fastest combination is {glue:text}`train_fastest`,
 # {glue:text}`train_fastest_tok_s:.4g` tokens/s. From one GPU to {glue:text}`train_world`, the best wrapper of each
 # attention multiplies the tokens per second by {glue:text}`train_speedups`. Across wrappers, the median throughput
-# ranks the attention implementations {glue:text}`train_ranking`. All runs see the same global batches: their final
-# losses differ by at most {glue:text}`train_loss_spread:.2g`, float rounding of differently ordered reductions, so
-# every wrapper trains the same model.
+# ranks the attention implementations {glue:text}`train_ranking`. All runs see the same global batches: at every
+# step, the losses of one attention's runs differ by at most {glue:text}`train_loss_spread:.2g`, float rounding of
+# differently ordered reductions, so every wrapper trains the same model.
 #
 # What to take from the table. The wrappers differ only in how and when gradients cross between the GPUs, so their
 # losses agree and their throughput measures the communication strategy: per-parameter blocking all-reduces

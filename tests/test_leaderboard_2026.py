@@ -165,3 +165,19 @@ def test_the_ablation_words_name_the_fastest_recomputing_recipe():
         "faster than ours with every technique on.")
     assert words.ablation_words(steps[steps.recipe != "cudnn"], "all on", "plain").startswith(
         "Of the variants that recompute their blocks, ours with every technique on is the fastest, at an MFU of 50%")
+
+
+def test_the_two_gpu_step_runs_ours_as_the_one_gpu_chapter_chose_it(tmp_path):
+    import pandas as pd
+
+    from systems.chapters import leaderboard_two_gpus as words
+
+    cfg = replace(LEADERBOARD_2026, d_model=256, num_heads=2)  # head dim 128
+    assert parts.our_attention(cfg, torch.device("cpu")) == "flash_triton"  # the Hopper forward needs an sm_90 GPU
+    ours = parts.Recipe(attention="flash_hopper")
+    faster = "keep_attention" if torch.rand(()) < 0.5 else "all"
+    pd.DataFrame([dict(attention="flash_hopper", recompute=r, compiled=True, status="ok",
+                       ms=1.0 if r == faster else 2.0) for r in ("all", "keep_attention")]).to_csv(tmp_path / "block.csv")
+    assert words.recomputed_as_chosen(str(tmp_path), ours) == replace(ours, recompute=faster)
+    assert words.recomputed_as_chosen(None, ours) == ours
+    assert words.recomputed_as_chosen(str(tmp_path / "absent"), ours) == ours

@@ -248,20 +248,3 @@ def test_the_leaderboard_step_predicted_from_its_parts():
     two = predicted_step(cfg, 2, parts, slow)
     assert two["exposed"] > 0 and two["optimizer"] == pytest.approx(one["optimizer"] / 2)
 
-
-def test_the_bucket_model_reads_sweeps_joined_with_repeated_labels():
-    # chapter 10 joins chapter 09's coarse and fine sweeps: row labels repeat, and the fastest size must still be one
-    import pandas as pd
-
-    from systems.chapters.bucket_model import findings, model_vs_measured
-
-    rng = np.random.default_rng()
-    sizes = rng.permutation([1.0, 10.0, 100.0, 1000.0, 250.0, 500.0, 2000.0, 4000.0])
-    step_ms = rng.uniform(250, 300, sizes.size)
-    runs = pd.DataFrame({"variant": "bucketed", "status": "ok", "bucket_size_mb": sizes, "step_ms": step_ms})
-    joined = pd.concat([runs[:4], runs[4:].reset_index(drop=True)])
-    assert joined.index.has_duplicates
-    model = model_vs_measured(joined, base_ms=200.0, s=10 * 2**30, o=1e-4, w=3e11)
-    found = findings(model, s=10 * 2**30, o=1e-4, w=3e11, base_ms=200.0)
-    assert found["best_mb"] == sizes[step_ms.argmin()]
-    assert found["best_ms"] == pytest.approx(step_ms.min() - 200.0)

@@ -35,7 +35,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from systems.attention import available
+from systems.attention import available, unavailable
 from systems.attention.peers import refused
 from systems.bench.flash_sweep import UNSUPPORTED
 from systems.bench.timing import handout_ms
@@ -285,6 +285,13 @@ class Recipe:
 
 
 PLAIN = Recipe(attention="sdpa_cudnn", fused_loss=False, fused_adamw=False)
+
+
+def our_attention(cfg: ModelConfig, device: torch.device, dtype: torch.dtype = torch.bfloat16) -> str:
+    """Our fastest attention at the model's head dim on ``device``: the forward written for Hopper (with the Triton
+    backward) where it runs, else the Triton kernels."""
+    runs = unavailable("flash_hopper", device, dtype, cfg.d_model // cfg.num_heads) is None
+    return "flash_hopper" if runs else Recipe().attention
 
 
 def build_model(cfg: ModelConfig, recipe: Recipe, where: torch.device, dtype: torch.dtype = torch.bfloat16

@@ -12,7 +12,7 @@ memory, MFU against the GPUs' dense bf16 peak, the first step's loss (the same w
 sharding: the recipes must agree on it), and, with a trace, one step's kernels per stream on rank 0 (compute,
 communication, idle: :func:`systems.bench.ddp.step_intervals`).
 
-    torchrun --nproc_per_node 2 -m systems.bench.leaderboard_step --sharding fsdp2 fsdp --json step.json
+    torchrun --nproc_per_node 2 -m systems.bench.leaderboard_step --sharding fsdp2 fsdp --recompute keep_attention --json step.json
     torchrun --nproc_per_node 2 -m systems.bench.leaderboard_step --plain --json plain.json   # plain PyTorch
 
 Without GPUs the same code runs at a toy size in processes joined by gloo (``--toy``; the tests do).
@@ -31,12 +31,13 @@ import torch.distributed as dist
 
 from systems import dist as sdist
 from systems.bench.ddp import idle_ms, overlap_ms, step_intervals
-from systems.bench.leaderboard_2026 import PLAIN, Recipe, adamw_for
+from systems.bench.leaderboard_2026 import PLAIN, Recipe, adamw_for, our_attention
 from systems.cli import integer
 from systems.device import is_oom, local_device, synchronize, timed
 from systems.flops import mfu, step_flops
 from systems.model import LEADERBOARD_2026, ModelConfig
 from systems.parallel import TrainStep, wrap
+from systems.recompute import RECOMPUTE
 
 SHARDINGS = ("fsdp2", "fsdp")
 # a model of the leaderboard's shape at a size two CPU processes run in seconds
@@ -139,7 +140,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sharding", nargs="+", default=["fsdp2"], choices=SHARDINGS)
     p.add_argument("--plain", action="store_true", help="the plain-PyTorch recipe (SDPA cuDNN, unfused loss, "
-                                                        "torch's fused AdamW) instead of ours")
+                                                        "torch's fused AdamW) instead of ours (our fastest attention "
+                                                        "here, the fused loss, our AdamW)")
+    p.add_argument("--recompute", choices=("none", *RECOMPUTE), default="all",
+                   help="how each block is recomputed in the backward (chapter 18's block table says which is faster "
+                        "for an attention)")
     p.add_argument("--layers", type=integer(1), default=None, help="blocks of the model (default: all of them)")
     p.add_argument("--batch", type=integer(1), default=2)
     p.add_argument("--rep", type=integer(1), default=30_000, help="ms of timed steps (the handout's do_bench rep)")
@@ -151,10 +156,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     a = p.parse_args(argv)
     base = TOY if a.toy else LEADERBOARD_2026
     cfg = replace(base, num_layers=a.layers or base.num_layers)
-    recipe = on_this_machine(PLAIN if a.plain else Recipe())
     with sdist.group_from_environment():
         if not dist.is_initialized():
             p.error("start it with torchrun (torchrun --nproc_per_node N -m systems.bench.leaderboard_step ...)")
+        ours = Recipe(attention=our_attention(cfg, local_device()))
+        recipe = on_this_machine(replace(PLAIN if a.plain else ours, recompute=a.recompute))
         rows = [leaderboard_step(cfg, recipe, sharding, a.batch, a.rep, a.warmup, a.trace) for sharding in a.sharding]
         if dist.get_rank() == 0:
             text = json.dumps(rows, indent=1, default=str)

@@ -74,3 +74,9 @@ def handout_ms(step: Callable[[], Any], *, rep: int, warmup: int) -> float:
 
         return triton.testing.do_bench(step, rep=rep, warmup=warmup)
     return time_steps(step, warmup=1, steps=2).median_ms
+
+
+def apart(a_ms: float, a_std_ms: float, b_ms: float, b_std_ms: float, steps: int) -> bool:
+    """Whether two means of ``steps`` timed steps each differ by more than twice the standard error of their
+    difference: a difference smaller than that is as likely the steps' run-to-run spread as a real one."""
+    return abs(a_ms - b_ms) > 2 * ((a_std_ms**2 + b_std_ms**2) / steps) ** 0.5

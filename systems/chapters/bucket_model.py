@@ -54,15 +54,23 @@ def findings(model: pd.DataFrame, s: float, o: float, w: float, base_ms: float) 
     best = best_bucket(s, o, w)
     fastest = model.iloc[model.measured_ms.to_numpy().argmin()]  # by position: sweeps joined together repeat labels
     close = abs(np.log10(fastest.bucket_size_mb * MIB / best["bucket_bytes"])) <= 1
-    above = bool((model.measured_ms > model.predicted_ms).all())
+    above = model.measured_ms > model.predicted_ms
+    if above.all():
+        sign = ("The measured overheads are larger than the model's at every size: the model counts only "
+                "communication, while a real step also pays for copying gradients into and out of the flat buffers, "
+                "the hooks' Python work, and collectives competing with backward kernels for memory bandwidth and SMs.")
+    elif not above.any():
+        sign = ("The measured overheads are smaller than the model's at every size: the assumption is pessimistic, an "
+                "fp32 backward pass takes longer per bucket than the fast link needs to reduce it, so even the last "
+                "buckets' transfers are partly hidden and the per-call overheads overlap with compute.")
+    else:
+        below = ", ".join(f"{b:g}" for b in model.bucket_size_mb[~above])
+        sign = (f"The model and the measurement cross. Where the measurement lies below the model (at {below} MiB), "
+                "what the model adds up in full, the per-call costs and the last bucket's transfer, partly runs while "
+                "the backward pass computes; where it lies above, the step pays for what the model leaves out: "
+                "copying gradients into and out of the flat buffers, the hooks' Python work, and collectives "
+                "competing with backward kernels for memory bandwidth and SMs.")
     return {"bstar_mib": best["bucket_bytes"] / MIB, "nbstar": best["n_buckets"], "tstar_ms": best["overhead_s"] * 1e3,
             "best_mb": fastest.bucket_size_mb, "best_ms": fastest.measured_ms, "base_ms": base_ms,
             "close": "within a factor of ten of" if close else "more than a factor of ten away from",
-            "sign_words": (
-                "The measured overheads are larger than the model's at every size: the model counts only "
-                "communication, while a real step also pays for copying gradients into and out of the flat buffers, "
-                "the hooks' Python work, and collectives competing with backward kernels for memory bandwidth and SMs."
-                if above else
-                "Where the measurement falls below the model, the assumption is pessimistic: an fp32 backward pass "
-                "takes longer per bucket than the fast link needs to reduce it, so even the last buckets' transfers "
-                "are partly hidden and the per-call overheads overlap with compute.")}
+            "sign_words": sign}

@@ -8,19 +8,50 @@ from typing import Any
 import pandas as pd
 
 from systems.bench.ddp import overlap_ms
+from systems.bench.timing import apart
+
+
+def _verdict(a: pd.Series, b: pd.Series) -> str:
+    """"faster", "slower" or "same": run ``a``'s step against run ``b``'s, with their run-to-run spread in view."""
+    if not apart(a.step_ms, a.step_std_ms, b.step_ms, b.step_std_ms, int(min(a.steps, b.steps))):
+        return "same"
+    return "faster" if a.step_ms < b.step_ms else "slower"
+
+
+def _spread(*runs: pd.Series) -> str:
+    return (f"a standard deviation of up to {max(r.step_std_ms for r in runs):.3g} ms over "
+            f"{int(min(r.steps for r in runs))} steps")
 
 
 def step_facts(steps: pd.DataFrame, n_tensors: int) -> dict[str, Any]:
-    """Naive, flat and overlapped DDP side by side: step and communication ms, and what batching and overlapping
-    each saved."""
+    """Naive, flat and overlapped DDP side by side: step and communication ms, what batching and overlapping each
+    saved, and the words for both (a difference within the steps' spread is read as none)."""
     ok = steps[steps.status == "ok"].set_index("run")
     n, f, o = ok.loc["naive"], ok.loc["flat"], ok.loc["overlap"]
-    best_sync = min(n.step_ms, f.step_ms)
+    sync = n if n.step_ms <= f.step_ms else f
+    batching, overlap = _verdict(f, n), _verdict(o, sync)
+    hidden = sync.comm_ms - o.comm_ms
     return {"naive_step": n.step_ms, "naive_comm": n.comm_ms, "naive_share_pct": 100 * n.comm_share,
             "naive_per_call_us": 1e3 * n.comm_ms / n_tensors, "flat_step": f.step_ms, "flat_comm": f.comm_ms,
-            "batching_saves": n.comm_ms - f.comm_ms, "batching_helps": bool(f.comm_ms < n.comm_ms),
-            "overlap_step": o.step_ms, "overlap_comm": o.comm_ms, "overlap_saves": best_sync - o.step_ms,
-            "overlap_helps": bool(o.step_ms < best_sync), "torch_step": ok.step_ms.get("torch", float("nan"))}
+            "batching_saves": n.comm_ms - f.comm_ms, "overlap_step": o.step_ms, "overlap_comm": o.comm_ms,
+            "overlap_saves": sync.step_ms - o.step_ms, "torch_step": ok.step_ms.get("torch", float("nan")),
+            "batching_words": {
+                "faster": "Batching saves that much per-call overhead, even though flattening costs two extra "
+                          "copies of the gradients.",
+                "slower": "Batching costs more than it saves: the two extra copies of the gradients into and out of "
+                          "the flat buffer take longer than the per-call overheads it removes.",
+                "same": f"The two steps are the same within their run-to-run spread ({_spread(n, f)}): the separate "
+                        "calls' fixed costs are a small part of an all-reduce phase that moving the gradients' bytes "
+                        "dominates, and flattening adds two copies of the gradients."}[batching],
+            "overlap_words": {
+                "faster": "Most of the communication now runs while the backward pass computes earlier layers' "
+                          "gradients, and the step is that much shorter than the better synchronous variant.",
+                "slower": "Overlap costs more than it hides: the per-parameter collectives and their hooks slow the "
+                          "backward pass down by more than the communication they take off the end of the step.",
+                "same": f"Yet the step is no shorter, within its run-to-run spread ({_spread(sync, o)}): the "
+                        f"{hidden:.3g} ms of communication the backward pass now hides come back as a slower backward "
+                        "pass, in which NCCL's kernels and a hook per parameter compete with the model's kernels for "
+                        "the GPU."}[overlap]}
 
 
 def overlap_facts(rank0: pd.DataFrame) -> dict[str, Any]:
@@ -35,13 +66,29 @@ def overlap_facts(rank0: pd.DataFrame) -> dict[str, Any]:
 
 
 def bucket_facts(buckets: pd.DataFrame) -> dict[str, Any]:
-    """The bucket sweep: the fastest size, the extremes, whether the optimum is interior, and the sweep's spread."""
-    ok = buckets[buckets.status == "ok"]
-    best, small, large = ok.loc[ok.step_ms.idxmin()], ok.iloc[0], ok.iloc[-1]
-    return {"best_mb": best.bucket_size_mb, "best_ms": best.step_ms, "small_mb": small.bucket_size_mb,
-            "small_ms": small.step_ms, "large_mb": large.bucket_size_mb, "large_ms": large.step_ms,
-            "interior": bool(small.bucket_size_mb < best.bucket_size_mb < large.bucket_size_mb),
-            "spread_pct": 100 * (ok.step_ms.max() - ok.step_ms.min()) / ok.step_ms.min()}
+    """The bucket sweep: the fastest size, the extremes, and the words for the sweep's shape, with the steps'
+    run-to-run spread in view (a sweep whose fastest and slowest sizes lie within it has no shape to read)."""
+    ok = buckets[buckets.status == "ok"].sort_values("bucket_size_mb")
+    best, worst = ok.loc[ok.step_ms.idxmin()], ok.loc[ok.step_ms.idxmax()]
+    small, large = ok.iloc[0], ok.iloc[-1]
+    found = {"best_mb": best.bucket_size_mb, "best_ms": best.step_ms, "small_mb": small.bucket_size_mb,
+             "small_ms": small.step_ms, "large_mb": large.bucket_size_mb, "large_ms": large.step_ms,
+             "spread_pct": 100 * (worst.step_ms - best.step_ms) / best.step_ms}
+    if _verdict(best, worst) == "same":
+        shape = (f"All sizes take the same time within the steps' run-to-run spread (a standard deviation of up to "
+                 f"{ok.step_std_ms.max():.3g} ms over {int(ok.steps.min())} steps): on NVLink an all-reduce is fast "
+                 "next to an fp32 XL backward pass, so the communication is mostly hidden at any size.")
+    elif small.bucket_size_mb < best.bucket_size_mb < large.bucket_size_mb:
+        shape = (f"The measurements follow it: the best size lies between the extremes, "
+                 f"{small.bucket_size_mb:g} MiB taking {small.step_ms:.3g} ms and {large.bucket_size_mb:g} MiB "
+                 f"{large.step_ms:.3g} ms.")
+    else:
+        end = "largest" if best.bucket_size_mb == large.bucket_size_mb else "smallest"
+        other = small if end == "largest" else large
+        shape = (f"The measurements show no interior optimum: the {end} size is the fastest, and "
+                 f"{other.bucket_size_mb:g} MiB takes {other.step_ms:.3g} ms. With few buckets the exposed tail is one "
+                 "bucket's all-reduce on a fast link, while every extra bucket adds its copies and hooks.")
+    return found | {"shape_words": shape}
 
 
 def against_torch(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:

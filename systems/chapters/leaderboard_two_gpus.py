@@ -5,12 +5,25 @@ built from the rows, a run that did not finish said as such (:mod:`systems.chapt
 from __future__ import annotations
 
 import math
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from systems.chapters.leaderboard import CLASS_BEST_MS, GIB, has, ratio_words, row_where, two_gpu_plan, value
+from systems.bench.leaderboard_2026 import Recipe
+from systems.chapters.leaderboard import (CLASS_BEST_MS, GIB, faster_recompute, has, ratio_words, row_where,
+                                          two_gpu_plan, value)
 from systems.model import ModelConfig
+
+
+def recomputed_as_chosen(one_gpu_dir: str | None, recipe: Recipe) -> Recipe:
+    """``recipe`` with its blocks recomputed the way chapter 18's block table (in ``one_gpu_dir``) found faster for its
+    attention; as it is where that table is not at hand."""
+    blocks = Path(one_gpu_dir or "", "block.csv")
+    if one_gpu_dir is None or not blocks.is_file():
+        return recipe
+    return replace(recipe, recompute=faster_recompute(pd.read_csv(blocks), recipe.attention, recipe.compiled))
 
 
 def steps_table(runs: list[dict[str, Any]]) -> pd.DataFrame:

@@ -9,17 +9,16 @@ import pandas as pd
 
 def findings(summary: pd.DataFrame, records: pd.DataFrame, world_size: int) -> dict[str, Any]:
     """The fastest combination, each attention's speed-up from one GPU to ``world_size``, the attentions ranked by
-    median throughput, and how far apart the runs' final losses are."""
+    median throughput, and how far apart the losses of one attention's runs are at any step."""
     s = summary.set_index(["attention", "wrapper"])
     fastest = s.tokens_per_s.idxmax()
     ddp = summary[summary.wrapper != "none"]
     best = ddp.loc[ddp.groupby("attention").tokens_per_s.idxmax()].set_index("attention")
     single = summary[summary.wrapper == "none"].set_index("attention")
     speedup = (best.tokens_per_s / single.tokens_per_s).dropna()
-    final = records[records.step == records.step.max()]
     ranked = summary.groupby("attention").tokens_per_s.median().sort_values(ascending=False)
     return {"fastest": f"{fastest[0]} + {fastest[1]}", "fastest_tok_s": s.tokens_per_s.max(),
             "speedups": "; ".join(f"{a}: {x:.3g}× with {best.wrapper[a]}" for a, x in speedup.items()),
             "best_speedup": speedup.max(), "ranking": " > ".join(f"{a} ({v:.4g})" for a, v in ranked.items()),
-            "loss_spread": final.groupby("attention").loss.agg(lambda x: x.max() - x.min()).max()}
+            "loss_spread": records.groupby(["attention", "step"]).loss.agg(lambda x: x.max() - x.min()).max()}
 

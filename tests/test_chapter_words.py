@@ -1,0 +1,105 @@
+"""What the data-parallel chapters (09 DDP, 10 bucket model, 12 training, 16 FSDP on two GPUs) say of their
+measurements: each sentence chosen from fresh random tables built so that the right one is known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from systems.bench.timing import apart
+from systems.chapters import bucket_model, ddp, fsdp_two_gpus, training
+
+RNG = np.random.default_rng()
+
+
+def test_apart_takes_the_standard_error_of_the_difference():
+    std, steps = RNG.uniform(1, 10), int(RNG.integers(4, 50))
+    edge = 2 * (2 * std**2 / steps) ** 0.5
+    assert not apart(100.0, std, 100.0 + 0.99 * edge, std, steps)
+    assert apart(100.0, std, 100.0 + 1.01 * edge, std, steps)
+    assert apart(100.0 + 1.01 * edge, std, 100.0, std, steps)
+
+
+def _runs(step_ms: dict[str, float], std_ms: float, steps: int = 20, comm_ms: float = 40.0) -> pd.DataFrame:
+    return pd.DataFrame([{"run": run, "variant": run.split()[0], "status": "ok", "step_ms": ms, "step_std_ms": std_ms,
+                          "steps": steps, "comm_ms": comm_ms, "comm_share": comm_ms / ms}
+                         for run, ms in step_ms.items()])
+
+
+@pytest.mark.parametrize("flat_vs_naive, words", [(-40.0, "saves that much"), (40.0, "costs more than it saves"),
+                                                  (0.5, "the same within their run-to-run spread")])
+def test_batching_is_read_against_the_steps_spread(flat_vs_naive, words):
+    naive = RNG.uniform(200, 300)
+    found = ddp.step_facts(_runs({"naive": naive, "flat": naive + flat_vs_naive, "overlap": naive}, std_ms=5.0), 400)
+    assert words in found["batching_words"]
+
+
+@pytest.mark.parametrize("overlap_vs_sync, words", [(-40.0, "that much shorter"), (40.0, "costs more than it hides"),
+                                                    (1.0, "no shorter, within its run-to-run spread")])
+def test_overlap_is_read_against_the_steps_spread(overlap_vs_sync, words):
+    sync = RNG.uniform(200, 300)
+    found = ddp.step_facts(_runs({"naive": sync + 50, "flat": sync, "overlap": sync + overlap_vs_sync}, std_ms=5.0), 400)
+    assert words in found["overlap_words"]
+    assert found["overlap_saves"] == pytest.approx(-overlap_vs_sync)
+
+
+@pytest.mark.parametrize("times, words", [([290, 250, 260, 280], "the best size lies between the extremes"),
+                                          ([290, 280, 270, 250], "the largest size is the fastest"),
+                                          ([250, 280, 290, 295], "the smallest size is the fastest"),
+                                          ([260, 260.5, 259.8, 260.3], "All sizes take the same time")])
+def test_the_bucket_sweep_has_a_shape_only_beyond_its_spread(times, words):
+    sizes = [1.0, 10.0, 100.0, 1000.0]
+    sweep = _runs({f"bucketed {s:g} MB": t for s, t in zip(sizes, times)}, std_ms=3.0).assign(bucket_size_mb=sizes)
+    found = ddp.bucket_facts(sweep.sample(frac=1, random_state=int(RNG.integers(1 << 31))))
+    assert words in found["shape_words"]
+    assert found["best_ms"] == min(times) and found["best_mb"] == sizes[int(np.argmin(times))]
+
+
+def test_the_bucket_model_reads_sweeps_joined_with_repeated_labels():
+    # chapter 10 joins chapter 09's coarse and fine sweeps: row labels repeat, and the fastest size must still be one
+    sizes = RNG.permutation([1.0, 10.0, 100.0, 1000.0, 250.0, 500.0, 2000.0, 4000.0])
+    step_ms = RNG.uniform(250, 300, sizes.size)
+    runs = pd.DataFrame({"variant": "bucketed", "status": "ok", "bucket_size_mb": sizes, "step_ms": step_ms})
+    joined = pd.concat([runs[:4], runs[4:].reset_index(drop=True)])
+    assert joined.index.has_duplicates
+    model = bucket_model.model_vs_measured(joined, base_ms=200.0, s=10 * 2**30, o=1e-4, w=3e11)
+    found = bucket_model.findings(model, s=10 * 2**30, o=1e-4, w=3e11, base_ms=200.0)
+    assert found["best_mb"] == sizes[step_ms.argmin()]
+    assert found["best_ms"] == pytest.approx(step_ms.min() - 200.0)
+
+
+@pytest.mark.parametrize("measured, words", [([9.0, 9.0, 9.0], "larger than the model's at every size"),
+                                             ([0.1, 0.1, 0.1], "smaller than the model's at every size"),
+                                             ([0.1, 9.0, 9.0], "cross. Where the measurement lies below the model (at 1 MiB)")])
+def test_the_bucket_model_says_on_which_side_the_measurement_lies(measured, words):
+    model = pd.DataFrame({"bucket_size_mb": [1.0, 10.0, 100.0], "n_buckets": [100, 10, 1], "step_ms": 0.0,
+                          "measured_ms": measured, "predicted_ms": [1.0, 1.0, 1.0]})
+    assert words in bucket_model.findings(model, s=100 * 2**20, o=1e-5, w=1e11, base_ms=100.0)["sign_words"]
+
+
+def test_the_training_runs_losses_are_compared_at_every_step():
+    steps = 6
+    records = pd.DataFrame([{"attention": a, "wrapper": w, "step": i, "loss": 5.0 - 0.1 * i}
+                            for a in ("naive", "sdpa") for w in ("none", "torch", "fsdp") for i in range(steps)])
+    gap = RNG.uniform(1e-6, 1e-3)
+    middle = (records.wrapper == "fsdp") & (records.step == steps // 2)
+    records.loc[middle, "loss"] += gap  # apart at one step in the middle, equal at the last
+    summary = pd.DataFrame([{"attention": a, "wrapper": w, "tokens_per_s": RNG.uniform(1e4, 1e5)}
+                            for a in ("naive", "sdpa") for w in ("none", "torch", "fsdp")])
+    assert training.findings(summary, records, 2)["loss_spread"] == pytest.approx(gap)
+
+
+@pytest.mark.parametrize("bf16_ratio, words", [(1.05, "within the 10 % we aim for in both"),
+                                               (1.21, "within the 10 % we aim for in fp32 only")])
+def test_our_fsdps_time_goal_is_read_for_each_precision(bf16_ratio, words):
+    params, world = int(RNG.integers(1e9, 4e9)), 2
+    share = 16 * params / world / 2**30
+    fp32, bf16 = RNG.uniform(500, 1000), RNG.uniform(200, 300)
+    summary = pd.DataFrame({"setup": ["FSDP (ours)", "FSDP2", "FSDP (ours) bf16", "FSDP2 bf16"],
+                            "step_ms": [fp32, fp32, bf16 * bf16_ratio, bf16],
+                            "after step (GiB)": [share * 1.01, share, share, share],
+                            "step peak (GiB)": [40.0, 40.0, 30.0, 30.0]})
+    found = fsdp_two_gpus.goal_facts(summary, params, world)
+    assert words in found["time_words"] and f"{bf16_ratio:.3g} times in bf16" in found["time_words"]
+    assert found["state_ratio"] == pytest.approx(1.01) and found["state_words"] == "within"
