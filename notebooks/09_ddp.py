@@ -125,8 +125,8 @@ report.glue_all("ddp", found)
 #
 # **Overlapping (§2.3.2).** Launching each gradient's all-reduce from its hook gives
 # {glue:text}`ddp_overlap_step:.3g` ms per step; after the backward pass it waits only
-# {glue:text}`ddp_overlap_comm:.3g` ms for communication still in flight, {glue:text}`ddp_overlap_saves:.3g` ms
-# less per step than the better synchronous variant. {glue:text}`ddp_overlap_words`
+# {glue:text}`ddp_overlap_comm:.3g` ms for communication still in flight; the step takes
+# {glue:text}`ddp_overlap_vs_sync` than the better synchronous variant's. {glue:text}`ddp_overlap_words`
 #
 # ### Seeing the overlap (§2.3.2(b))
 #
@@ -138,7 +138,7 @@ report.glue_all("ddp", found)
 # %% tags=["nbval-ignore-output"]
 kernels = trace(cfg, [("naive", {}), ("overlap", {})], world)
 rank0 = kernels[kernels["rank"] == 0]
-report.save_table(rank0, data_dir, "timeline")
+report.save_table(rank0, data_dir, "timeline");
 
 # %% tags=["remove-input", "nbval-ignore-output"]
 figures.timeline(rank0);
@@ -183,7 +183,8 @@ report.glue_all("ddp_bucket", found)
 # overhead many times (below the size of one parameter tensor a bucket holds one tensor, and bucketing becomes the
 # per-parameter overlap), very large ones start communicating late and leave the last bucket's whole all-reduce
 # exposed after the backward pass. {glue:text}`ddp_bucket_shape_words` A slower interconnect, more GPUs or a faster
-# backward pass (bf16) would make the exposed tail and the calls weigh more. The bucket-model chapter turns this trade-off into a formula.
+# backward pass (bf16) would make the exposed tail and the calls weigh more. The bucket-model chapter turns this
+# trade-off into a formula.
 #
 # ## Against PyTorch DDP
 #
@@ -195,14 +196,6 @@ report.table(table, floatfmt=".3g")
 
 # %% tags=["remove-cell", "nbval-ignore-output"]
 report.glue_all("ddp_vs", found)
-report.glue("ddp_vs_words", report.pick(
-    found["best_vs_torch"] > 1.02, "PyTorch's reducer is still ahead: it copies gradients into persistent bucket "
-    "views instead of allocating and copying a flat buffer every step, launches from C++, and lets a bucket's "
-    "all-reduce run on NCCL's stream without an extra synchronisation at the end.",
-    report.pick(found["best_vs_torch"] > 0.98, "That is on par with PyTorch's C++ reducer: what matters here is "
-                "launching early and issuing few collectives, which both do.", "That is faster than PyTorch's "
-                "reducer in this setting: its default 25 MiB buckets are not tuned for this model and link, and its "
-                "generality (unused-parameter search, gradient views) costs a little.")))
 
 # %% [markdown]
 # Our best variant, {glue:text}`ddp_vs_best_run`, takes {glue:text}`ddp_vs_best_ms:.3g` ms per step,

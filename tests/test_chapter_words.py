@@ -42,9 +42,11 @@ def test_overlap_is_read_against_the_steps_spread(overlap_vs_sync, words):
     found = ddp.step_facts(_runs({"naive": sync + 50, "flat": sync, "overlap": sync + overlap_vs_sync}, std_ms=5.0), 400)
     assert words in found["overlap_words"]
     assert found["overlap_saves"] == pytest.approx(-overlap_vs_sync)
+    assert found["overlap_vs_sync"] == f"{abs(overlap_vs_sync):.3g} ms {'more' if overlap_vs_sync > 0 else 'less'}"
 
 
 @pytest.mark.parametrize("times, words", [([290, 250, 260, 280], "the best size lies between the extremes"),
+                                          ([290, 250, 260, 251], "1000 MiB (251 ms) is as fast within"),
                                           ([290, 280, 270, 250], "the largest size is the fastest"),
                                           ([250, 280, 290, 295], "the smallest size is the fastest"),
                                           ([260, 260.5, 259.8, 260.3], "All sizes take the same time")])
@@ -103,3 +105,15 @@ def test_our_fsdps_time_goal_is_read_for_each_precision(bf16_ratio, words):
     found = fsdp_two_gpus.goal_facts(summary, params, world)
     assert words in found["time_words"] and f"{bf16_ratio:.3g} times in bf16" in found["time_words"]
     assert found["state_ratio"] == pytest.approx(1.01) and found["state_words"] == "within"
+
+
+@pytest.mark.parametrize("ours_vs_torch, words", [(-30.0, "faster than PyTorch's reducer"),
+                                                  (30.0, "PyTorch's reducer is ahead"),
+                                                  (1.0, "as fast as PyTorch's C++ reducer within")])
+def test_ours_against_pytorchs_ddp_is_read_against_the_steps_spread(ours_vs_torch, words):
+    theirs = RNG.uniform(200, 300)
+    runs = _runs({"torch": theirs, "bucketed 100 MB": theirs + ours_vs_torch, "naive": theirs + 60}, std_ms=5.0)
+    table, found = ddp.against_torch(runs)
+    assert words in found["words"] and found["best_run"] == "bucketed 100 MB"
+    assert found["best_vs_torch"] == pytest.approx((theirs + ours_vs_torch) / theirs)
+    assert "nothing to compare" in ddp.against_torch(runs[runs.run != "torch"])[1]["words"]
