@@ -170,20 +170,20 @@ report.table(buckets[["bucket_size_mb", "status", "step_ms", "step_std_ms", "com
 # %% tags=["remove-input", "nbval-ignore-output"]
 figures.lines(buckets[buckets.status == "ok"], "bucket_size_mb", "step_ms", None,
               f"{cfg.model.name}, {world} GPUs: bucket size sweep", "bucket size (MiB)", "ms per training step",
-              logy=False, reference=found["overlap_step"]);
+              logy=False, reference=found["overlap_step"], spread="step_std_ms");
 
 # %% tags=["remove-cell", "nbval-ignore-output"]
 found = bucket_facts(buckets)
 report.glue_all("ddp_bucket", found)
 
 # %% [markdown]
-# The fastest bucket size is {glue:text}`ddp_bucket_best_mb:g` MiB at {glue:text}`ddp_bucket_best_ms:.3g` ms per
-# step (the dashed line is the per-parameter overlap), and the whole sweep spans
-# {glue:text}`ddp_bucket_spread_pct:.2g` % of the step time. We expected a U shape: small buckets pay the per-call
-# overhead many times (below the size of one parameter tensor a bucket holds one tensor, and bucketing becomes the
-# per-parameter overlap), very large ones start communicating late and leave the last bucket's whole all-reduce
-# exposed after the backward pass. {glue:text}`ddp_bucket_shape_words` A slower interconnect, more GPUs or a faster
-# backward pass (bf16) would make the exposed tail and the calls weigh more. The bucket-model chapter turns this
+# The fastest bucket size is {glue:text}`ddp_bucket_best_mb:g` MiB at {glue:text}`ddp_bucket_best_ms:.3g` ms per step
+# (the bars are one standard deviation of the steps either side, the dashed line is the per-parameter overlap), and the
+# whole sweep spans {glue:text}`ddp_bucket_spread_pct:.2g` % of the step time. We expected a U shape: small buckets pay
+# the per-call overhead many times (below the size of one parameter tensor a bucket holds one tensor, and bucketing
+# becomes the per-parameter overlap), very large ones start communicating late and leave the last bucket's whole
+# all-reduce exposed after the backward pass. {glue:text}`ddp_bucket_shape_words` A slower interconnect, more GPUs or a
+# faster backward pass (bf16) would make the exposed tail and the calls weigh more. The bucket-model chapter turns this
 # trade-off into a formula.
 #
 # ## Against PyTorch DDP

@@ -199,12 +199,9 @@ figures.lines(steps[steps.status == "ok"], "layers", "ms", "recipe", "the step a
 # is larger here than it would be at 34 blocks.
 
 # %% tags=["nbval-ignore-output"]
-other_recompute = "all" if ours.recompute == "keep_attention" else "keep_attention"
-swaps = [ours, replace(ours, attention=plain.attention), replace(ours, fused_loss=False),
-         replace(ours, fused_adamw=False), replace(ours, recompute=other_recompute),
-         replace(ours, recompute="none"), replace(ours, compiled=not ours.compiled), plain]
+swaps = lb.ablation_recipes(ours, plain)
 ablation = measured(data_dir, "ablation", lb.model_step, [ablation_layers], swaps, cfg=cfg, dtype=dtype, **rep)
-report.table(words.ablation_table(ablation, ours.label), ".4g")
+report.table(words.ablation_table(ablation, ours.label, "extra_gib"), ".4g")
 report.glue("lb_ablation_words", words.ablation_words(ablation, ours.label, plain.label))
 
 # %% [markdown]

@@ -41,8 +41,9 @@ if not torch.cuda.is_available():
 
 from systems import figures, pipeline, provenance, report
 from systems.bench import leaderboard_step as whole
-from systems.bench.leaderboard_2026 import PLAIN, Recipe, our_attention
+from systems.bench.leaderboard_2026 import PLAIN, Recipe, ablation_recipes, our_attention
 from systems.chapters import leaderboard_two_gpus as words
+from systems.chapters.leaderboard import ablation_table, ablation_words
 from systems.device import local_device
 from systems.model import LEADERBOARD_2026
 from systems.resumable import measured
@@ -57,7 +58,7 @@ one_gpu = f"{data_dir}/../18_leaderboard_one_gpu" if data_dir else None  # the p
 # ours as the previous chapter chose it: our fastest attention here, recomputed as its block table found faster
 ours = whole.on_this_machine(Recipe(attention=our_attention(cfg, local_device())))
 ours, plain = words.recomputed_as_chosen(one_gpu, ours), whole.on_this_machine(PLAIN)
-report.glue_all("lb2", {"layers": cfg.num_layers, "rep_s": rep["rep"] / 1e3, "warmup_s": rep["warmup"] / 1e3,
+report.glue_all("lb2", {"ours": ours.label, "plain": plain.label, "layers": cfg.num_layers, "rep_s": rep["rep"] / 1e3, "warmup_s": rep["warmup"] / 1e3,
                         "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU (gloo smoke run)"})
 
 # %% [markdown]
@@ -72,7 +73,9 @@ report.glue_all("lb2", {"layers": cfg.num_layers, "rep_s": rep["rep"] / 1e3, "wa
 # AdamW) and is timed as its `do_bench` times it, a mean over {glue:text}`lb2_rep_s` s of steps after
 # {glue:text}`lb2_warmup_s` s of warm-up, except that both ranks run the same number of steps (each process's own
 # estimate could differ, and a rank that stepped once more would wait in a collective forever); the time is the
-# slower rank's. Our recipe and plain PyTorch's, as in the previous chapter:
+# slower rank's. Our recipe and plain PyTorch's, as in the previous chapter: ours is {glue:text}`lb2_ours` (our
+# fastest attention here, and the recomputation chapter 18's block table found faster with it), plain PyTorch's is
+# {glue:text}`lb2_plain`.
 
 # %% tags=["nbval-ignore-output"]
 runs = [measured(data_dir, f"step_{sharding}_{name}", whole.launched, 2, cfg, recipe, sharding, 2, **rep,
@@ -96,6 +99,30 @@ report.glue("lb2_step_words", words.step_words(steps, ours.label, plain.label))
 
 # %% [markdown]
 # {glue:text}`lb2_step_words`
+#
+# ## What each technique is worth
+#
+# Under FSDP2, our recipe with one technique at a time swapped for plain PyTorch's, as chapter 18 did at two
+# blocks, now with all of them. Two of chapter 18's variants are left out: without recomputation the blocks'
+# activations would need far more memory than a GPU has (the plan of chapter 18), and the eager step is not a
+# contender. What to expect from chapter 18: cuDNN's attention is faster than ours at head dim 128, so swapping it in
+# should shorten the step; the unfused loss should cost memory (the logits of a sequence, and their fp32 softmax) more
+# than time; PyTorch's fused AdamW and ours take about the same time over a GPU's half of the state; and of the two
+# recomputations, the one chapter 18 did not choose should be the slower.
+
+# %% tags=["nbval-ignore-output"]
+swaps = [r for r in ablation_recipes(ours, plain)[1:-1] if r.recompute != "none" and r.compiled == ours.compiled]
+swapped = [measured(data_dir, f"ablation_{i}", whole.launched, 2, cfg, recipe, "fsdp2", 2, **rep, timeout_s=timeout_s)
+           for i, recipe in enumerate(swaps)]
+ablation = words.ablation_steps(steps, swapped, ours.label, plain.label)
+report.save_table(ablation, data_dir, "ablation")
+report.table(ablation_table(ablation, ours.label, "peak GiB (fuller rank)"), ".4g")
+report.glue("lb2_ablation_words", ablation_words(ablation, ours.label, plain.label))
+
+# %% [markdown]
+# The first row is every technique on, the last plain PyTorch's recipe; a time ratio above one means the technique
+# that row switched off was worth that much, a memory difference above zero that it saved that much.
+# {glue:text}`lb2_ablation_words`
 #
 # ## Where one step's time goes
 #

@@ -56,8 +56,9 @@ def bars(df: pd.DataFrame, x: str, y: str, hue: str, col: str | None, ylabel: st
 
 def lines(df: pd.DataFrame, x: str, y: str, hue: str | None, title: str, xlabel: str, ylabel: str, style=None,
           col=None, logx: bool = True, logy: bool = True, reference: float | None = None, palette="viridis",
-          legend_below: bool = False):
-    """``y`` against ``x`` per ``hue`` (and ``style``), one panel per ``col``; a long legend goes below."""
+          legend_below: bool = False, spread: str | None = None):
+    """``y`` against ``x`` per ``hue`` (and ``style``), one panel per ``col``; a long legend goes below. ``spread``:
+    a column of standard deviations of ``y``, drawn as grey bars of one deviation either side (one panel only)."""
     grid = sns.relplot(data=df, x=x, y=y, hue=hue, style=style, col=col, kind="line", marker="o", height=3.2,
                        aspect=1.15, palette=palette if hue is not None else None)
     grid.set(xscale="log" if logx else "linear", yscale="log" if logy else "linear", xlabel=xlabel, ylabel=ylabel)
@@ -68,6 +69,8 @@ def lines(df: pd.DataFrame, x: str, y: str, hue: str | None, title: str, xlabel:
             ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         if reference is not None:
             ax.axhline(reference, color="grey", lw=1, ls="--")
+    if spread is not None:
+        grid.ax.errorbar(df[x], df[y], yerr=df[spread], fmt="none", ecolor="grey", elinewidth=1, capsize=3)
     if legend_below:
         sns.move_legend(grid, "upper center", bbox_to_anchor=(0.5, 0.02), ncol=3, title=None, frameon=False)
     return _done(grid.figure, title)

@@ -181,3 +181,23 @@ def test_the_two_gpu_step_runs_ours_as_the_one_gpu_chapter_chose_it(tmp_path):
     assert words.recomputed_as_chosen(str(tmp_path), ours) == replace(ours, recompute=faster)
     assert words.recomputed_as_chosen(None, ours) == ours
     assert words.recomputed_as_chosen(str(tmp_path / "absent"), ours) == ours
+
+
+def test_the_ablation_swaps_one_technique_at_a_time_and_reads_any_memory_column():
+    import pandas as pd
+
+    from systems.chapters import leaderboard as words
+
+    ours = parts.Recipe(attention="flash_hopper", recompute="keep_attention")
+    recipes = parts.ablation_recipes(ours, parts.PLAIN)
+    assert recipes[0] == ours and recipes[-1] == parts.PLAIN
+    changed = [{k for k in vars(ours) if getattr(r, k) != getattr(ours, k)} for r in recipes[1:-1]]
+    assert changed == [{"attention"}, {"fused_loss"}, {"fused_adamw"}, {"recompute"}, {"recompute"}, {"compiled"}]
+    assert {r.recompute for r in recipes[1:-1]} >= {"all", "none"}
+
+    gib = torch.rand(len(recipes)).tolist()
+    steps = pd.DataFrame([dict(recipe=r.label, status="ok", ms=100.0 + i, mfu=0.5, peak=g)
+                          for i, (r, g) in enumerate(zip(recipes, gib))])
+    table = words.ablation_table(steps, ours.label, "peak")
+    assert table["× all on"].tolist() == pytest.approx([(100.0 + i) / 100.0 for i in range(len(recipes))])
+    assert table["GiB − all on"].tolist() == pytest.approx([g - gib[0] for g in gib])

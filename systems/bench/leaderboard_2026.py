@@ -287,6 +287,15 @@ class Recipe:
 PLAIN = Recipe(attention="sdpa_cudnn", fused_loss=False, fused_adamw=False)
 
 
+def ablation_recipes(ours: Recipe, plain: Recipe) -> list[Recipe]:
+    """``ours``, then ours with one technique at a time swapped for plain PyTorch's (the attention, the loss, AdamW,
+    the other way to recompute, no recomputation, compiled or not), then ``plain``."""
+    other = "all" if ours.recompute == "keep_attention" else "keep_attention"
+    return [ours, replace(ours, attention=plain.attention), replace(ours, fused_loss=False),
+            replace(ours, fused_adamw=False), replace(ours, recompute=other), replace(ours, recompute="none"),
+            replace(ours, compiled=not ours.compiled), plain]
+
+
 def our_attention(cfg: ModelConfig, device: torch.device, dtype: torch.dtype = torch.bfloat16) -> str:
     """Our fastest attention at the model's head dim on ``device``: the forward written for Hopper (with the Triton
     backward) where it runs, else the Triton kernels."""

@@ -184,12 +184,13 @@ def deepest(steps: pd.DataFrame, ours: str, plain: str) -> str:
     return said + "."
 
 
-def ablation_table(steps: pd.DataFrame, full: str) -> pd.DataFrame:
-    """Each recipe's step against the recipe with every technique on (``full``, a label): time, its ratio, memory."""
+def ablation_table(steps: pd.DataFrame, full: str, memory: str) -> pd.DataFrame:
+    """Each recipe's step against the recipe with every technique on (``full``, a label): time, its ratio, memory
+    (the column ``memory``, in GiB) and its difference."""
     base = steps.set_index("recipe").loc[full]
-    out = steps[["recipe", "status", "ms", "mfu", "extra_gib"]].copy()
+    out = steps[["recipe", "status", "ms", "mfu", memory]].copy()
     out["× all on"] = out.ms / base.ms
-    out["GiB − all on"] = out.extra_gib - base.extra_gib
+    out["GiB − all on"] = out[memory] - base[memory]
     return out
 
 

@@ -34,6 +34,13 @@ def steps_table(runs: list[dict[str, Any]]) -> pd.DataFrame:
     return steps
 
 
+def ablation_steps(steps: pd.DataFrame, swapped: list[dict[str, Any]], ours: str, plain: str) -> pd.DataFrame:
+    """Under FSDP2: our recipe's step (``ours``, a label), the steps with one technique swapped, plain PyTorch's."""
+    under_fsdp2 = steps[steps.sharding == "fsdp2"]
+    return pd.concat([under_fsdp2[under_fsdp2.recipe == ours], steps_table(swapped),
+                      under_fsdp2[under_fsdp2.recipe == plain]], ignore_index=True)
+
+
 def step_words(steps: pd.DataFrame, ours: str, plain: str) -> str:
     """Ours against plain PyTorch's and the class's best under FSDP2, ours under our FSDP, and how far apart the two
     recipes' first losses are on the same weights."""
@@ -64,7 +71,8 @@ def trace_words(traced: dict[str, Any]) -> tuple[pd.DataFrame, str]:
     idle = traced["idle_ms"]
     return kernels, (f"The step spans {span:.5g} ms on rank 0's GPU. Communication overlaps compute for "
                      f"{traced['overlap_ms']:.4g} ms of it, and the compute streams are idle for {idle:.4g} ms "
-                     f"({idle / span:.0%}): the time the GPU waited, for a gather that had not arrived or for the host.")
+                     f"({idle / span:.1%} of the step): the time the GPU waited, for a gather that had not arrived or "
+                     "for the host.")
 
 
 def against_plan(steps: pd.DataFrame, ours: str, memory: dict[str, float], plan: dict[str, float]) -> pd.DataFrame:
