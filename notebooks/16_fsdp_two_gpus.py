@@ -64,11 +64,13 @@ report.glue_all("f2", {"size": sharding.model.name, "params_b": parameter_count(
 # stream are layers waiting for their weights; communication that sits under compute kernels is hidden.
 #
 # One profiled training step of the {glue:text}`f2_size` model ({glue:text}`f2_params_b:.3g` B parameters, batch
-# {glue:text}`f2_batch` × {glue:text}`f2_context` tokens per GPU) under our FSDP and under FSDP2, every GPU kernel
-# on its CUDA stream; NCCL's kernels are the communication:
+# {glue:text}`f2_batch` × {glue:text}`f2_context` tokens per GPU) under our FSDP and under FSDP2, in fp32 and in
+# bf16 (the forward under autocast, the weights gathered in bf16), every GPU kernel on its CUDA stream; NCCL's
+# kernels are the communication:
 
 # %% tags=["nbval-ignore-output"]
-kernels = trace(timeline, [("fsdp", {}), ("fsdp2", {})], world_size=world, backend=backend, timeout_s=timeout_s)
+traced = [(wrapper, dtype) for dtype in ({}, {"compute_dtype": torch.bfloat16}) for wrapper in ("fsdp", "fsdp2")]
+kernels = trace(timeline, traced, world_size=world, backend=backend, timeout_s=timeout_s)
 report.save_table(kernels, data_dir, "timeline")
 rank0 = kernels[kernels["rank"] == 0]
 figures.timeline(rank0, title="one training step, rank 0");
@@ -82,7 +84,7 @@ report.glue_all("f2_tl", f2.timeline_facts(rank0))
 # {glue:text}`f2_tl_ours_overlap:.4g` ms of it while a compute kernel runs. FSDP2's step spans
 # {glue:text}`f2_tl_theirs_span:.4g` ms, with {glue:text}`f2_tl_theirs_comm:.4g` ms of communication,
 # {glue:text}`f2_tl_theirs_overlap:.4g` ms of it overlapped, and its compute stream idles
-# {glue:text}`f2_tl_theirs_idle:.3g` ms.
+# {glue:text}`f2_tl_theirs_idle:.3g` ms. {glue:text}`f2_tl_bf16_words`
 #
 # ## Memory and time: DDP, ZeRO-1, FSDP
 #

@@ -117,3 +117,26 @@ def test_ours_against_pytorchs_ddp_is_read_against_the_steps_spread(ours_vs_torc
     assert words in found["words"] and found["best_run"] == "bucketed 100 MB"
     assert found["best_vs_torch"] == pytest.approx((theirs + ours_vs_torch) / theirs)
     assert "nothing to compare" in ddp.against_torch(runs[runs.run != "torch"])[1]["words"]
+
+
+def _intervals(run: str, compute: list[tuple[float, float]], comm: list[tuple[float, float]]) -> pd.DataFrame:
+    return pd.DataFrame([{"run": run, "lane": lane, "kind": kind, "start_ms": s, "end_ms": e}
+                         for kind, lane, spans in (("compute", "stream 7", compute), ("communication", "stream 9", comm))
+                         for s, e in spans])
+
+
+def test_the_fsdp_timelines_count_idle_time_and_collectives_per_run():
+    gap = RNG.uniform(1, 5)
+    runs = pd.concat([
+        _intervals("fsdp", [(0, 10), (10 + gap, 20)], [(2, 4), (12, 14)]),
+        _intervals("fsdp2", [(0, 20)], [(1, 3)]),
+        _intervals("fsdp bfloat16", [(0, 2), (2 + 3 * gap, 6 + 3 * gap)], [(1, 2), (3, 4), (5, 6), (7, 8)]),
+        _intervals("fsdp2 bfloat16", [(0, 6)], [(1, 2)])])
+    found = fsdp_two_gpus.timeline_facts(runs)
+    assert found["ours_idle"] == pytest.approx(gap) and found["ours_span"] == pytest.approx(20)
+    assert found["ours_overlap"] == pytest.approx(4) and found["theirs_idle"] == pytest.approx(0)
+    assert found["verdict"].startswith("do not all arrive in time" if gap > 1 else "arrive in time")
+    assert f"idles {3 * gap:.3g} ms" in found["bf16_words"]
+    assert "runs 4 communication kernels a step where FSDP2 runs 1" in found["bf16_words"]
+    assert found["bf16_words"].endswith("the host no longer issues the next layer's work in time.")
+    assert fsdp_two_gpus.timeline_facts(runs[~runs.run.str.endswith("bfloat16")])["bf16_words"].startswith("No bf16")

@@ -72,7 +72,10 @@ class _Trainer:
         self.n_params = parameter_count(model_cfg)
         # (the sharded wrappers, FSDP ours or PyTorch's, have no synchronisation to time apart)
         self.strategy = wrap(variant, model, sync_timing=True, **options)
-        self.train_step = TrainStep(self.strategy, self.strategy.optimizer(torch.optim.AdamW, lr=1e-4))
+        # a 16-bit compute dtype (the sharded wrappers' gathers) runs the forward under autocast in it, as the
+        # sharding benchmark's bf16 setups do
+        self.train_step = TrainStep(self.strategy, self.strategy.optimizer(torch.optim.AdamW, lr=1e-4),
+                                    autocast=options.get("compute_dtype"))
         g = torch.Generator(device=device).manual_seed(cfg.seed + 1 + dist.get_rank())  # each rank its own data
         shape = (cfg.batch_size, model_cfg.context_length)
         self.x = torch.randint(0, model_cfg.vocab_size, shape, device=device, generator=g)
