@@ -452,6 +452,6 @@ report.glue_all("ps_sim", {
 # with latency per call, {glue:text}`ps_sim_fsdp_step_1024:,.0f` ms with latency per step, where its two collectives
 # per layer and pass pay the growing ring.
 #
-# No multi-GPU training step has been measured for this book yet (the data-parallel chapters need two GPUs and
-# have not run); when they do, their step times at N = 2 are the check on this simulation, and a measurement of the
-# all-reduce on 8 GPUs would settle which reading of the latency holds.
+# The check on this simulation at N = 2 is in the chapter on FSDP on two GPUs, which measures the same step with
+# bucketed DDP and with our FSDP and sets the times beside both readings; a measurement of the all-reduce on 8 GPUs
+# would settle which reading of the latency holds.
