@@ -133,7 +133,7 @@ report.glue_all("fs_mem", {"ddp": at(2, "DDP").total, "zero": at(2, "ZeRO-1").to
 # {glue:text}`fs_mem_saving:.3g` GiB more than ZeRO-1 (the answer to `fsdp_accounting` (a), worked out in the
 # chapter on parallelism at scale), of which the two gathered layers take back {glue:text}`fs_mem_gathered:.3g` GiB.
 # On eight, {glue:text}`fs_mem_fsdp8:.3g` GiB. The activations are the same under all three and come on top; the
-# measurement on two GPUs is chapter 16's (`notebooks/16_fsdp_two_gpus.py`), which has not run yet.
+# measurement on two GPUs is [chapter 16's](16_fsdp_two_gpus.ipynb).
 #
 # ## How close to one process
 #
