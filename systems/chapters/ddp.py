@@ -35,7 +35,8 @@ def step_facts(steps: pd.DataFrame, n_tensors: int) -> dict[str, Any]:
             "naive_per_call_us": 1e3 * n.comm_ms / n_tensors, "flat_step": f.step_ms, "flat_comm": f.comm_ms,
             "batching_saves": n.comm_ms - f.comm_ms, "overlap_step": o.step_ms, "overlap_comm": o.comm_ms,
             "overlap_saves": sync.step_ms - o.step_ms, "torch_step": ok.step_ms.get("torch", float("nan")),
-            "overlap_vs_sync": f"{abs(sync.step_ms - o.step_ms):.3g} ms {'less' if o.step_ms <= sync.step_ms else 'more'}",
+            "overlap_vs_sync": f"{abs(sync.step_ms - o.step_ms):.3g} ms "
+                               f"{'less' if o.step_ms <= sync.step_ms else 'more'}",
             "batching_words": {
                 "faster": "Batching saves that much per-call overhead, even though flattening costs two extra "
                           "copies of the gradients.",
@@ -70,15 +71,15 @@ def bucket_facts(buckets: pd.DataFrame) -> dict[str, Any]:
     """The bucket sweep: the fastest size, the extremes, and the words for the sweep's shape, with the steps'
     run-to-run spread in view (a sweep whose fastest and slowest sizes lie within it has no shape to read)."""
     ok = buckets[buckets.status == "ok"].sort_values("bucket_size_mb")
-    best, worst = ok.loc[ok.step_ms.idxmin()], ok.loc[ok.step_ms.idxmax()]
+    best, worst = ok.iloc[ok.step_ms.to_numpy().argmin()], ok.iloc[ok.step_ms.to_numpy().argmax()]
     small, large = ok.iloc[0], ok.iloc[-1]
     found = {"best_mb": best.bucket_size_mb, "best_ms": best.step_ms, "small_mb": small.bucket_size_mb,
              "small_ms": small.step_ms, "large_mb": large.bucket_size_mb, "large_ms": large.step_ms,
              "spread_pct": 100 * (worst.step_ms - best.step_ms) / best.step_ms}
     if _verdict(best, worst) == "same":
         shape = (f"All sizes take the same time within the steps' run-to-run spread (a standard deviation of up to "
-                 f"{ok.step_std_ms.max():.3g} ms over {int(ok.steps.min())} steps): on NVLink an all-reduce is fast "
-                 "next to an fp32 XL backward pass, so the communication is mostly hidden at any size.")
+                 f"{ok.step_std_ms.max():.3g} ms over {int(ok.steps.min())} steps): the communication hides behind "
+                 "the backward pass about as well at any size.")
     elif small.bucket_size_mb < best.bucket_size_mb < large.bucket_size_mb:
         near = [end for end in (small, large) if _verdict(best, end) == "same"]
         shape = (f"The measurements follow it: the best size lies between the extremes, {small.bucket_size_mb:g} MiB "
