@@ -247,4 +247,3 @@ def test_the_leaderboard_step_predicted_from_its_parts():
     slow = Cluster(Link(1e6, 1e-3), Link(1e6, 1e-3))  # a slow link: the gathers show
     two = predicted_step(cfg, 2, parts, slow)
     assert two["exposed"] > 0 and two["optimizer"] == pytest.approx(one["optimizer"] / 2)
-

@@ -194,6 +194,15 @@ def idle_ms(df: pd.DataFrame) -> float:
     return (df.end_ms.max() - df.start_ms.min()) - busy
 
 
+def step_summary(df: pd.DataFrame) -> dict[str, float]:
+    """One profiled step's intervals in numbers: its span, the communication's total time, first start and count of
+    intervals, its overlap with compute (:func:`overlap_ms`) and the compute's idle time (:func:`idle_ms`)."""
+    comm = df[df.kind == "communication"]
+    return {"span": df.end_ms.max() - df.start_ms.min(), "comm": (comm.end_ms - comm.start_ms).sum(),
+            "first_comm": comm.start_ms.min(), "collectives": len(comm), "overlap": overlap_ms(df),
+            "idle": idle_ms(df)}
+
+
 def step_intervals(step: Callable[[], Any], device: torch.device) -> pd.DataFrame:
     """The kernel intervals (:func:`intervals`) of one call of ``step``, profiled with ``torch.profiler``."""
     from torch.profiler import ProfilerActivity, profile

@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from systems.bench.ddp import overlap_ms
+from systems.bench.ddp import step_summary
 from systems.bench.timing import apart
 
 
@@ -61,9 +61,8 @@ def overlap_facts(rank0: pd.DataFrame) -> dict[str, Any]:
     compute runs."""
     out = {}
     for run, g in rank0.groupby("run"):
-        comm = g[g.kind == "communication"]
-        out |= {f"{run}_overlap": overlap_ms(g), f"{run}_comm": (comm.end_ms - comm.start_ms).sum(),
-                f"{run}_first_comm": comm.start_ms.min()}
+        step = step_summary(g)
+        out |= {f"{run}_{k}": step[k] for k in ("overlap", "comm", "first_comm")}
     return out
 
 
@@ -103,17 +102,19 @@ def against_torch(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
     anchor = ok.set_index("run").step_ms.get("torch", float("nan"))
     table = ok.assign(vs_torch=ok.step_ms / anchor)[["run", "step_ms", "vs_torch"]].sort_values("vs_torch")
     best = ok[ok.run != "torch"].sort_values("step_ms").iloc[0]
+    found = {"best_run": best.run, "best_ms": best.step_ms, "best_vs_torch": best.step_ms / anchor,
+             "torch_status": runs.set_index("run").status.get("torch", "not run")}
     theirs = ok[ok.run == "torch"]
-    verdict = _verdict(best, theirs.iloc[0]) if len(theirs) else "not run"
+    if theirs.empty:
+        return table, found | {"words": "PyTorch's DDP did not run here, so there is nothing to compare with."}
+    theirs = theirs.iloc[0]
     words = {
         "slower": "PyTorch's reducer is ahead: it copies gradients into persistent bucket views instead of "
                   "allocating and copying a flat buffer every step, launches from C++, and lets a bucket's all-reduce "
                   "run on NCCL's stream without an extra synchronisation at the end.",
         "same": f"That is as fast as PyTorch's C++ reducer within the steps' run-to-run spread "
-                f"({_spread(best, theirs.iloc[0]) if len(theirs) else ''}): what matters here is launching early and "
-                "issuing few collectives, which both do.",
+                f"({_spread(best, theirs)}): what matters here is launching early and issuing few collectives, which "
+                "both do.",
         "faster": "That is faster than PyTorch's reducer in this setting: its default 25 MiB buckets are not tuned for "
-                  "this model and link, and its generality (unused-parameter search, gradient views) costs a little.",
-        "not run": "PyTorch's DDP did not run here, so there is nothing to compare with."}[verdict]
-    return table, {"best_run": best.run, "best_ms": best.step_ms, "best_vs_torch": best.step_ms / anchor,
-                   "torch_status": runs.set_index("run").status.get("torch", "not run"), "words": words}
+                  "this model and link, and its generality (unused-parameter search, gradient views) costs a little."}
+    return table, found | {"words": words[_verdict(best, theirs)]}

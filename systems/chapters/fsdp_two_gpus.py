@@ -7,14 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from systems.bench.ddp import idle_ms, overlap_ms
-
-
-def _step_facts(g: pd.DataFrame) -> dict[str, float]:
-    comm = g[g.kind == "communication"]
-    span = g.end_ms.max() - g.start_ms.min()
-    return {"comm": (comm.end_ms - comm.start_ms).sum(), "overlap": overlap_ms(g), "idle": idle_ms(g), "span": span,
-            "collectives": len(comm)}
+from systems.bench.ddp import step_summary
 
 
 def timeline_facts(rank0: pd.DataFrame) -> dict[str, Any]:
@@ -22,7 +15,7 @@ def timeline_facts(rank0: pd.DataFrame) -> dict[str, Any]:
     bfloat16" and "fsdp2 bfloat16"): communication, its overlap with compute, the compute streams' idle time and the
     step's span, whether our gathers arrive in time (the compute idle for under 5 % of the step), and the bf16 steps
     side by side in words."""
-    runs = {run: _step_facts(g) for run, g in rank0.groupby("run")}
+    runs = {run: step_summary(g) for run, g in rank0.groupby("run")}
     ours, theirs = runs["fsdp"], runs["fsdp2"]
     out = {f"ours_{k}": v for k, v in ours.items()} | {f"theirs_{k}": v for k, v in theirs.items()}
     out["verdict"] = ("arrive in time: the compute stream is busy for all but" if ours["idle"] < 0.05 * ours["span"]
