@@ -139,5 +139,11 @@ def test_the_fsdp_timelines_count_idle_time_and_collectives_per_run():
     assert found["verdict"].startswith("do not all arrive in time" if gap > 1 else "arrive in time")
     assert f"idles {3 * gap:.3g} ms" in found["bf16_words"]
     assert "runs 4 communication kernels a step where FSDP2 runs 1" in found["bf16_words"]
-    assert found["bf16_words"].endswith("the host no longer issues the next layer's work in time.")
+    assert "Ours leaves the GPU idle for the larger share of its step" in found["bf16_words"]
+    busy = {"fsdp bfloat16": "fsdp2 bfloat16", "fsdp2 bfloat16": "fsdp bfloat16"}
+    swapped = fsdp_two_gpus.timeline_facts(runs.assign(run=runs.run.replace(busy)))
+    assert swapped["bf16_words"].endswith("FSDP2 leaves the GPU idle for the larger share of its step.")
+    alike = pd.concat([runs[~runs.run.str.endswith("bfloat16")], _intervals("fsdp bfloat16", [(0, 6)], [(1, 2)]),
+                       _intervals("fsdp2 bfloat16", [(0, 3), (3 + 0.02 * gap, 6)], [(1, 2)])])
+    assert fsdp_two_gpus.timeline_facts(alike)["bf16_words"].endswith("about as busy, within 5 % of the step.")
     assert fsdp_two_gpus.timeline_facts(runs[~runs.run.str.endswith("bfloat16")])["bf16_words"].startswith("No bf16")

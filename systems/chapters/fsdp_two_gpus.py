@@ -29,8 +29,13 @@ def timeline_facts(rank0: pd.DataFrame) -> dict[str, Any]:
             f"idle ({their_share:.0%}). Ours runs {mine['collectives']} communication kernels a step where FSDP2 runs "
             f"{fsdp2['collectives']}: a gather and a reduce-scatter per Linear layer, each launched from a Python "
             "hook, against FSDP2's one of each per Transformer block. ")
-    said += ("With bf16's shorter layers the GPU waits on that: the host no longer issues the next layer's work in "
-             "time." if share > max(0.05, 2 * their_share) else "Both keep the GPU about as busy.")
+    if share > their_share + 0.05:
+        said += ("Ours leaves the GPU idle for the larger share of its step: bf16's shorter layers leave less compute "
+                 "to hide each layer's gather and its hook behind.")
+    elif their_share > share + 0.05:
+        said += "FSDP2 leaves the GPU idle for the larger share of its step."
+    else:
+        said += "Both keep the GPU about as busy, within 5 % of the step."
     return out | {"bf16_words": said}
 
 
