@@ -45,7 +45,7 @@ ours, plain = lb.Recipe(), lb.PLAIN
 if profile == "full":
     cfg, dtype, head_tokens, adamw_params = LEADERBOARD_2026, torch.bfloat16, 65_536, 10**9
     depths, ablation_layers, rep = [2, 4, 8, 12, 16], 2, dict(rep=3000, warmup=1000)
-    chunk_mib = [128, 256, 512, 1024]
+    chunk_mib = [128, 256, 320, 512, 1024]
     ours = replace(ours, attention=lb.our_attention(cfg, torch.device("cuda"), dtype))
 else:  # the same code at a toy size, in fp32 (Triton's CPU interpreter has no bf16)
     cfg = replace(LEADERBOARD_2026, vocab_size=512, context_length=64, d_model=64, d_ff=96, num_layers=2, num_heads=4)
@@ -102,7 +102,9 @@ report.glue("lb_head_words", words.head_words(head, provenance.stamp()["gpu"]))
 # {glue:text}`lb_head_words`
 #
 # The chunk is the fused head's one setting. A smaller one holds fewer scores at a time but runs narrower
-# products, and the weight's gradient, which every chunk adds to, is read and written once per chunk:
+# products, and the weight's gradient, which every chunk adds to, is read and written once per chunk. The
+# sizes include the largest at which a chunk's scores and the two gradients the head returns should together stay
+# under 2 GiB (a whole number of 128-token tiles):
 
 # %% tags=["nbval-ignore-output"]
 chunks = measured(data_dir, "head_chunks", lb.head_chunks, head_tokens, chunk_mib, cfg=cfg, dtype=dtype, **rep)

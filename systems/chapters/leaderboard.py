@@ -196,10 +196,16 @@ def ablation_table(steps: pd.DataFrame, full: str, memory: str) -> pd.DataFrame:
 
 def ablation_words(steps: pd.DataFrame, full: str, plain: str) -> str:
     """The ablation in words: the fastest step of those that recompute their blocks (the full model cannot keep
-    them), against the recipe with every technique on (``full``) and plain PyTorch's (``plain``), with its MFU."""
+    them), against the recipe with every technique on (``full``) and plain PyTorch's (``plain``), with its MFU; then
+    each swap on its own (:func:`technique_words`, with the memory of one GPU's table or the fuller GPU's)."""
+    memory = next((column for column in MEMORY_COLUMNS if column in steps), None)
     ran = steps[(steps.status == "ok") & (steps.recompute != "none")]
     if ran.empty:
-        return "No recomputing variant ran here."
+        return f"No recomputing variant ran here. {technique_words(steps, full, plain, memory)}".strip()
+    return f"{_fastest_words(steps, ran, full, plain)} {technique_words(steps, full, plain, memory)}".strip()
+
+
+def _fastest_words(steps: pd.DataFrame, ran: pd.DataFrame, full: str, plain: str) -> str:
     best = ran.loc[ran.ms.idxmin()]
     mfu = f", at an MFU of {best.mfu:.0%}" if has(best, "mfu") else ""
     if best.recipe == plain:
@@ -211,6 +217,41 @@ def ablation_words(steps: pd.DataFrame, full: str, plain: str) -> str:
         head = (f"Of the variants that recompute their blocks, the fastest is “{best.recipe}”{mfu}: "
                 f"{ratio_words(best, row_where(steps, recipe=full))} than ours with every technique on")
     return f"{head}, and {ratio_words(best, row_where(steps, recipe=plain))} than plain PyTorch's recipe."
+
+
+SWITCHES = ("attention", "fused_loss", "fused_adamw", "recompute", "compiled")
+MEMORY_COLUMNS = ("extra_gib", "peak GiB (fuller rank)")  # one GPU's ablation table, then two GPUs'
+
+
+def _swap(row: pd.Series, full: pd.Series) -> str:
+    """What ``row`` changed of the recipe ``full``, in words ("the unfused loss")."""
+    words = {"attention": lambda r: f"{r.attention} in place of {full.attention}",
+             "fused_loss": lambda r: "the fused loss" if r.fused_loss else "the unfused loss",
+             "fused_adamw": lambda r: "our AdamW" if r.fused_adamw else "PyTorch's fused AdamW",
+             "recompute": lambda r: f"recomputation “{r.recompute}”",
+             "compiled": lambda r: "compiled blocks" if r.compiled else "eager blocks"}
+    said = [words[switch](row) for switch in SWITCHES if switch in full.index and row[switch] != full[switch]]
+    return " and ".join(said) or "the same recipe"
+
+
+def technique_words(steps: pd.DataFrame, full: str, plain: str, memory: str | None) -> str:
+    """Each variant that swapped techniques of ``full`` (neither ``full`` nor ``plain``) in words: its time against
+    ``full``'s and the memory it took more or less (the column ``memory``, GiB; None: not said), or that it did not
+    run."""
+    base = row_where(steps, recipe=full)
+    if base is None:
+        return ""
+    said = []
+    for _, row in steps[~steps.recipe.isin([full, plain])].iterrows():
+        if row.status != "ok":
+            outcome = "ran out of memory" if row.status == "OOM" else f"did not run ({row.status})"
+            said.append(f"with {_swap(row, base)} the step {outcome}")
+            continue
+        more = row[memory] - base[memory] if memory and has(row, memory) and has(base, memory) else math.nan
+        held = ("" if math.isnan(more) else f", {abs(more):.3g} GiB {'more' if more > 0 else 'less'}"
+                if abs(more) >= 0.05 else ", the same memory")
+        said.append(f"with {_swap(row, base)} the step is {ratio_words(row, base)}{held}")
+    return ("One technique at a time, against ours: " + "; ".join(said) + ".") if said else ""
 
 
 def plan_table(memory: dict[str, dict[str, float]]) -> pd.DataFrame:
