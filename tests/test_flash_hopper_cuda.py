@@ -48,7 +48,8 @@ def test_kernels_compile_for_sm90a_without_spilling_or_serialising(tmp_path):
     assert len(entries) == 48, entries
     spilled = [int(n) for n in re.findall(r"(\d+) bytes spill stores", report)]
     assert len(spilled) == len(entries) and not any(spilled), report
-    assert "warning" not in report, report  # C7512/C7514: wgmma serialised, C7508: setmaxnreg ignored
+    # C7512/C7514/C7515 (wgmma serialised) come as "info", C7508 (setmaxnreg ignored) as a warning
+    assert "warning" not in report and "Potential Performance Loss" not in report, report
 
 
 # the backward's instantiations: 2 dtypes x 2 head dims x causal or not, per kernel; and the two that spill a little
@@ -67,7 +68,7 @@ def test_backward_kernels_compile_for_sm90a(tmp_path):
     assert counts == BACKWARD_KERNELS, reports
     spilled = {entry for entry, stores in reports if stores}
     assert all(any(known in entry for known in SPILLING) for entry in spilled), report
-    assert "warning" not in report, report
+    assert "warning" not in report and "Potential Performance Loss" not in report, report
 
 
 def test_the_name_says_why_it_cannot_run(monkeypatch):
