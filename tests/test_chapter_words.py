@@ -93,6 +93,20 @@ def test_the_training_runs_losses_are_compared_at_every_step():
     assert training.findings(summary, records, 2)["loss_spread"] == pytest.approx(gap)
 
 
+def test_the_attentions_are_ranked_with_how_many_wrappers_agree():
+    wrappers = ["none", "torch", "flat", "fsdp"]
+    base = {w: RNG.uniform(1e4, 1e5) for w in wrappers}
+    base["fsdp"] = 0.5 * min(base.values())  # the one wrapper sdpa wins stays below every median
+    slower = RNG.uniform(0.5, 0.9)  # naive: slower under every wrapper; sdpa: faster than flash under one only
+    rows = [{"attention": "flash", "wrapper": w, "tokens_per_s": base[w]} for w in wrappers]
+    rows += [{"attention": "sdpa", "wrapper": w, "tokens_per_s": base[w] * (1.01 if w == "fsdp" else 0.99)}
+             for w in wrappers]
+    rows += [{"attention": "naive", "wrapper": w, "tokens_per_s": base[w] * slower} for w in wrappers]
+    said = training.ranking(pd.DataFrame(rows))
+    assert said.startswith("flash (") and ", then sdpa (" in said and ", then naive (" in said
+    assert "flash the faster under 3 of 4 wrappers" in said and "sdpa the faster under 4 of 4 wrappers" in said
+
+
 @pytest.mark.parametrize("bf16_ratio, words", [(1.05, "within the 10 % we aim for in both"),
                                                (1.21, "within the 10 % we aim for in fp32 only")])
 def test_our_fsdps_time_goal_is_read_for_each_precision(bf16_ratio, words):
