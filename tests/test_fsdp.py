@@ -297,6 +297,44 @@ def fsdp2_units(rank: int, world: int) -> dict:
 
 
 @pytest.mark.distributed
+def compiled_blocks(rank: int, world: int) -> dict:
+    """A 12-block model under our FSDP with each block compiled (Dynamo's eager backend: its tracing, not a
+    compiler's arithmetic) against the same model uncompiled: losses and gradients, and what Dynamo warned of."""
+    import logging
+    from dataclasses import replace
+
+    from systems.model import TransformerLM, preset
+
+    warned = []
+    handler = logging.Handler()
+    handler.emit = lambda record: warned.append(record.getMessage())
+    logging.getLogger("torch._dynamo").addHandler(handler)
+    cfg = replace(preset("small", context_length=16), d_model=64, d_ff=128, num_layers=12, num_heads=4,
+                  vocab_size=VOCAB)
+    torch.manual_seed(0)
+    base = TransformerLM(cfg)
+    plain, compiled = FSDP(copy.deepcopy(base)), FSDP(copy.deepcopy(base))
+    for block in compiled.module.layers:
+        block.compile(backend="eager")
+    ids = torch.randint(VOCAB, (2, 16), generator=torch.Generator().manual_seed(rank))
+    losses = []
+    for model in (plain, compiled):
+        for _ in range(2):  # the second step runs what the first compiled
+            model.zero_grad(set_to_none=True)
+            loss = model(ids).float().mean()
+            loss.backward()
+            model.finish_gradient_synchronization()
+        losses.append(loss.item())
+    grads = [(a.grad - b.grad).abs().max().item() for a, b in zip(plain.parameters(), compiled.parameters())]
+    return {"losses": losses, "grad_diff": max(grads), "warned": [w for w in warned if "recompile" in w]}
+
+
+def test_compiled_blocks_run_the_hooks_outside_the_graphs():
+    for rank in launch(compiled_blocks, 2, backend="gloo", timeout_s=240):
+        assert rank["losses"][0] == rank["losses"][1] and rank["grad_diff"] == 0, rank
+        assert not rank["warned"], rank["warned"][:2]  # no hook compiled once per layer until the limit
+
+
 def test_fsdp2_makes_one_unit_per_transformer_block_and_collects_per_unit():
     for rank in launch(fsdp2_units, 2, backend="gloo", timeout_s=120):
         assert rank["lm_units"] == 3 + 1, rank  # the blocks, and the root with the embedding, norm and head

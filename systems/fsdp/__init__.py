@@ -99,9 +99,13 @@ class FSDP(nn.Module):
         sharded = {id(s.param) for _, _, s in self.units}
         self.replicated = [p for p in module.parameters() if p.requires_grad and id(p) not in sharded]
         this = weakref.ref(self)
+        # the hooks stay out of torch.compile's tracing (a compiled block runs them between its graphs): they
+        # communicate and keep Python bookkeeping, and traced they would be compiled again for every layer index
+        # until Dynamo's recompile limit, then run eagerly anyway
         for i, (_, m, _) in enumerate(self.units):
-            m.register_forward_pre_hook(lambda m, args, i=i: this()._before_layer(i))
-            m.register_forward_hook(lambda m, args, out, i=i: this()._after_layer(i), always_call=True)
+            m.register_forward_pre_hook(torch.compiler.disable(lambda m, args, i=i: this()._before_layer(i)))
+            m.register_forward_hook(torch.compiler.disable(lambda m, args, out, i=i: this()._after_layer(i)),
+                                    always_call=True)
         for p in self.replicated:
             p.register_post_accumulate_grad_hook(lambda p: this()._replicated_grad_ready(p))
         self.trace, self.events = trace, []
