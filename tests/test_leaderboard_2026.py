@@ -109,6 +109,22 @@ def test_the_chapters_words_name_what_fits_and_where_ours_wins():
                                                                      "ours", "plain")
 
 
+def test_the_head_words_hold_the_whole_footprint_to_the_budget():
+    import pandas as pd
+
+    from systems.chapters import leaderboard as words
+
+    grads, workspace = RNG.uniform(1.0, 1.9), RNG.uniform(0.05, 2.0)
+    head = pd.DataFrame([dict(variant="fused", status="ok", ms=380.0, tflops=640.0, extra_gib=grads + workspace,
+                              gradients_gib=grads),
+                         dict(variant="compiled", status="ok", ms=390.0, tflops=620.0, extra_gib=20.0,
+                              gradients_gib=grads)])
+    said = words.head_words(head, "GPU")
+    assert f"{grads:.3g} GiB are the two gradients every head returns, {workspace:.3g} GiB its workspace" in said
+    assert ("The whole is below the 2 GiB" if grads + workspace < 2 else "The whole is above the 2 GiB") in said
+    assert "eager one not run" in said
+
+
 def test_the_chunk_words_find_the_largest_chunk_under_the_budget_and_the_recipe_its_faster_recomputation():
     import pandas as pd
 

@@ -74,8 +74,9 @@ def step_table(cfg: ModelConfig, batch: int, peak_flops: float) -> tuple[pd.Data
 
 
 def head_words(df: pd.DataFrame, gpu: str, budget_gib: float = 2.0) -> str:
-    """The fused head and loss against the compiled and eager unfused ones: time, memory above the inputs, and the
-    workspace (that memory less the two gradients any head returns) against ``budget_gib``."""
+    """The fused head and loss against the compiled and eager unfused ones: time, and memory above the inputs (the
+    two gradients any head returns and the workspace) against ``budget_gib``, gradients included as in the unfused
+    heads' figures."""
     fused, compiled, eager = (row_where(df, variant=v) for v in ("fused", "compiled", "eager"))
     timing = (f"On the {gpu} the fused head takes {value(fused, 'ms', '.4g', ' ms')} "
               f"({value(fused, 'tflops', '.4g', ' TFLOP/s')}), {ratio_words(fused, compiled)} than the unfused one "
@@ -83,11 +84,12 @@ def head_words(df: pd.DataFrame, gpu: str, budget_gib: float = 2.0) -> str:
     if not has(fused, "extra_gib"):
         return timing + " Device memory is measured on a GPU only."
     workspace = fused.extra_gib - fused.gradients_gib
-    return (f"{timing} Above its inputs it takes {fused.extra_gib:.3g} GiB, of which {fused.gradients_gib:.3g} GiB are "
-            f"the two gradients every head returns; what is left, {workspace:.3g} GiB of workspace, is "
-            f"{'below' if workspace < budget_gib else 'above'} the {budget_gib:g} GiB set as the goal. The compiled "
-            f"unfused head takes {value(compiled, 'extra_gib', '.3g', ' GiB')}, the eager one "
-            f"{value(eager, 'extra_gib', '.3g', ' GiB')}.")
+    under = fused.extra_gib < budget_gib
+    return (f"{timing} Above its inputs it takes {fused.extra_gib:.3g} GiB: {fused.gradients_gib:.3g} GiB are the two "
+            f"gradients every head returns, {workspace:.3g} GiB its workspace. The whole is "
+            f"{'below' if under else 'above'} the {budget_gib:g} GiB set as the goal"
+            f"{'' if under else ' (the chunk sizes below show what keeps it under)'}. The compiled unfused head takes "
+            f"{value(compiled, 'extra_gib', '.3g', ' GiB')}, the eager one {value(eager, 'extra_gib', '.3g', ' GiB')}.")
 
 
 def chunk_words(chunks: pd.DataFrame, head: pd.DataFrame, budget_gib: float = 2.0) -> str:
