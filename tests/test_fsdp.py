@@ -296,7 +296,6 @@ def fsdp2_units(rank: int, world: int) -> dict:
     return out
 
 
-@pytest.mark.distributed
 def compiled_blocks(rank: int, world: int) -> dict:
     """A 12-block model under our FSDP with each block compiled (Dynamo's eager backend: its tracing, not a
     compiler's arithmetic) against the same model uncompiled: losses and gradients, and what Dynamo warned of."""
@@ -329,12 +328,14 @@ def compiled_blocks(rank: int, world: int) -> dict:
     return {"losses": losses, "grad_diff": max(grads), "warned": [w for w in warned if "recompile" in w]}
 
 
+@pytest.mark.distributed
 def test_compiled_blocks_run_the_hooks_outside_the_graphs():
     for rank in launch(compiled_blocks, 2, backend="gloo", timeout_s=240):
         assert rank["losses"][0] == rank["losses"][1] and rank["grad_diff"] == 0, rank
         assert not rank["warned"], rank["warned"][:2]  # no hook compiled once per layer until the limit
 
 
+@pytest.mark.distributed
 def test_fsdp2_makes_one_unit_per_transformer_block_and_collects_per_unit():
     for rank in launch(fsdp2_units, 2, backend="gloo", timeout_s=120):
         assert rank["lm_units"] == 3 + 1, rank  # the blocks, and the root with the embedding, norm and head
