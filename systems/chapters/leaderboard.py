@@ -202,9 +202,8 @@ def ablation_words(steps: pd.DataFrame, full: str, plain: str) -> str:
     each swap on its own (:func:`technique_words`, with the memory of one GPU's table or the fuller GPU's)."""
     memory = next((column for column in MEMORY_COLUMNS if column in steps), None)
     ran = steps[(steps.status == "ok") & (steps.recompute != "none")]
-    if ran.empty:
-        return f"No recomputing variant ran here. {technique_words(steps, full, plain, memory)}".strip()
-    return f"{_fastest_words(steps, ran, full, plain)} {technique_words(steps, full, plain, memory)}".strip()
+    fastest = "No recomputing variant ran here." if ran.empty else _fastest_words(steps, ran, full, plain)
+    return f"{fastest} {technique_words(steps, full, plain, memory)}".strip()
 
 
 def _fastest_words(steps: pd.DataFrame, ran: pd.DataFrame, full: str, plain: str) -> str:
@@ -249,9 +248,11 @@ def technique_words(steps: pd.DataFrame, full: str, plain: str, memory: str | No
             outcome = "ran out of memory" if row.status == "OOM" else f"did not run ({row.status})"
             said.append(f"with {_swap(row, base)} the step {outcome}")
             continue
-        more = row[memory] - base[memory] if memory and has(row, memory) and has(base, memory) else math.nan
-        held = ("" if math.isnan(more) else f", {abs(more):.3g} GiB {'more' if more > 0 else 'less'}"
-                if abs(more) >= 0.05 else ", the same memory")
+        held = ""
+        if memory and has(row, memory) and has(base, memory):
+            more = row[memory] - base[memory]
+            held = (", the same memory" if abs(more) < 0.05 else
+                    f", {abs(more):.3g} GiB {'more' if more > 0 else 'less'}")
         said.append(f"with {_swap(row, base)} the step is {ratio_words(row, base)}{held}")
     return ("One technique at a time, against ours: " + "; ".join(said) + ".") if said else ""
 
