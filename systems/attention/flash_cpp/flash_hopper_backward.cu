@@ -13,6 +13,10 @@
 //                 S = Q K^T and dP = dO V^T issued together; P = exp2(S scale log2e - L log2e);
 //                 dS = P (dP - D);  dQ += dS K
 // and at the end dK and dQ are scaled by the softmax scale.
+// Each consumer keeps the tensor cores fed across its tiles: the next tile's first two products are issued as soon as
+// the last product of this one is, and run while it finishes (FlashAttention-3's intra-warpgroup overlap). In the
+// dK/dV pass a second producer warp copies each query tile's L and D into the stage beside Q and dO, so no consumer
+// waits on a global load inside its loop.
 #include "flash_hopper.cuh"
 
 namespace systems_flash_hopper {
@@ -32,8 +36,12 @@ struct BackwardShared {
   alignas(1024) unsigned char own_b[HALVES * BLOCK_HALF];
   alignas(1024) unsigned char walk_a[STAGES][HALVES * TILE_HALF];
   alignas(1024) unsigned char walk_b[STAGES][HALVES * TILE_HALF];
+  float lse[STAGES][ROWS], delta[STAGES][ROWS];  // the dK/dV pass: L and D of each walked query tile
   uint64_t own_full, full[STAGES], empty[STAGES];
 };
+
+// The producer warp of the dK/dV pass that copies L and D: a full stage waits for each of its lanes too.
+constexpr int ROW_COPIERS = 32;
 
 template <typename T, int HEAD_DIM>
 __global__ void preprocess_kernel(const Problem problem, const Rows O, const Rows dO, float* delta) {
@@ -103,36 +111,52 @@ __device__ __forceinline__ void produce(BackwardShared<HEAD_DIM, STAGES>& sh, co
   }
 }
 
+// The dK/dV pass's second producer warp: each walked query tile's L and D into its stage, through cp.async, each
+// lane arriving on the stage's full barrier when its copies land. Past the last query it writes zeros: those rows
+// of Q and dO read as zeros too, so their P (exp2(0) = 1) multiplies zeros and their dS is 0.
+template <int HEAD_DIM, int STAGES>
+__device__ __forceinline__ void produce_query_rows(BackwardShared<HEAD_DIM, STAGES>& sh, const Problem& p,
+                                                   const float* L, const float* delta, int64_t bh, int first_tile,
+                                                   int n_tiles) {
+  const int lane = threadIdx.x % 32;
+  for (int i = 0; i < n_tiles; ++i) {
+    const int stage = i % STAGES, q0 = (first_tile + i) * ROWS;
+    if (i >= STAGES) barrier_wait(&sh.empty[stage], (i / STAGES - 1) & 1);
+#pragma unroll
+    for (int j = lane; j < ROWS; j += 32) {
+      const bool inside = q0 + j < p.n_queries;
+      const int64_t at = bh * p.n_queries + (inside ? q0 + j : 0);
+      systems_flash_cuda::cp_async_4(shared_address(&sh.lse[stage][j]), L + at, inside);
+      systems_flash_cuda::cp_async_4(shared_address(&sh.delta[stage][j]), delta + at, inside);
+    }
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(shared_address(&sh.full[stage]))
+                 : "memory");
+  }
+}
+
 // dK/dV for one consumer's 64 keys (own_a = K, own_b = V; walked: walk_a = Q, walk_b = dO).
 template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL>
-__device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& sh, const Problem& p, const float* L,
-                                             const float* delta, const Rows& dK, const Rows& dV, int k0, int h,
-                                             int b, int first_tile, int n_tiles) {
+__device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& sh, const Problem& p, const Rows& dK,
+                                             const Rows& dV, int k0, int h, int b, int first_tile, int n_tiles) {
   const int consumer = threadIdx.x / 128 - 1, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, t = lane % 4;
   const int my_k0 = k0 + consumer * ROWS, key = my_k0 + warp * 16 + lane / 4;  // this lane's keys: key, key + 8
   const uint32_t k_rows = shared_address(sh.own_a) + consumer * ROWS * 128;
   const uint32_t v_rows = shared_address(sh.own_b) + consumer * ROWS * 128;
-  const int64_t bh = int64_t(b) * p.heads + h;
   const float qk_scale = p.scale * LOG2E;
   float dk[HEAD_DIM / 2] = {}, dv[HEAD_DIM / 2] = {}, s[32], dp[32];
   uint32_t pt[ROWS / 16][4], dst[ROWS / 16][4];
-  barrier_wait(&sh.own_full, 0);
-  for (int i = 0; i < n_tiles; ++i) {
-    const int stage = i % STAGES, q0 = (first_tile + i) * ROWS;
-    float lse[16];  // this lane's queries: q0 + 8 n + 2 t + c
-#pragma unroll
-    for (int n = 0; n < 8; ++n) {
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const int query = q0 + 8 * n + 2 * t + c;
-        lse[2 * n + c] = query < p.n_queries ? L[bh * p.n_queries + query] * LOG2E : INFINITY;  // P = 0 past the end
-      }
-    }
+
+  // tile i's S^T and dP^T, issued together (with the last tile's dK behind them from the second tile on)
+  auto issue_scores = [&](int i) {
+    const int stage = i % STAGES;
     barrier_wait(&sh.full[stage], (i / STAGES) & 1);
-    const uint32_t q = shared_address(sh.walk_a[stage]), dout = shared_address(sh.walk_b[stage]);
-    issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(s, k_rows, q);      // S^T = K Q^T
-    issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(dp, v_rows, dout);  // dP^T = V dO^T
-    wgmma_wait<1>();
+    issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(s, k_rows, shared_address(sh.walk_a[stage]));  // K Q^T
+    issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(dp, v_rows, shared_address(sh.walk_b[stage]));  // V dO^T
+  };
+  // once S^T is in: P^T, and dV += P^T dO issued
+  auto probabilities = [&](int i) {
+    const int stage = i % STAGES, q0 = (first_tile + i) * ROWS;
+    const float* lse = sh.lse[stage];  // this lane's queries: q0 + 8 n + 2 t + c
     fence_registers(s);
     const bool diagonal = CAUSAL && q0 < my_k0 + ROWS - 1;  // some key of this consumer's past some query
 #pragma unroll
@@ -140,33 +164,77 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int c = e & 1, query = q0 + 8 * n + 2 * t + c;
-        float pv = fast_exp2(fmaf(s[4 * n + e], qk_scale, -lse[2 * n + c]));
+        float pv = fast_exp2(fmaf(s[4 * n + e], qk_scale, -lse[8 * n + 2 * t + c] * LOG2E));
         if (diagonal && key + 8 * (e >> 1) > query) pv = 0.f;
         s[4 * n + e] = pv;
       }
     }
     to_operand<T, ROWS>(pt, s);
-    issue_from_registers<T, HEAD_DIM, ROWS, TILE_HALF>(dv, pt, dout);  // dV += P^T dO
-    wgmma_wait<1>();
+    issue_from_registers<T, HEAD_DIM, ROWS, TILE_HALF>(dv, pt, shared_address(sh.walk_b[stage]));  // dV += P^T dO
+  };
+  // once dP^T is in: dS^T = P^T (dP^T - D), in dp's registers
+  auto score_gradients = [&](int i) {
+    const float* dd = sh.delta[i % STAGES];
     fence_registers(dp);
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
 #pragma unroll
-      for (int c = 0; c < 2; ++c) {  // D of the same queries, read where it is used: the registers are at their peak
-        const int query = q0 + 8 * n + 2 * t + c;
-        const float d = query < p.n_queries ? __ldg(delta + bh * p.n_queries + query) : 0.f;
-        dp[4 * n + c] = s[4 * n + c] * (dp[4 * n + c] - d);  // dS^T
+      for (int c = 0; c < 2; ++c) {
+        const float d = dd[8 * n + 2 * t + c];
+        dp[4 * n + c] = s[4 * n + c] * (dp[4 * n + c] - d);
         dp[4 * n + 2 + c] = s[4 * n + 2 + c] * (dp[4 * n + 2 + c] - d);
       }
     }
-    wgmma_wait<0>();  // dV's product done with P^T's registers before dS^T's take their place
-    fence_registers(dv);
-    to_operand<T, ROWS>(dst, dp);
-    issue_from_registers<T, HEAD_DIM, ROWS, TILE_HALF>(dk, dst, q);  // dK += dS^T Q
-    wgmma_wait<0>();
-    fence_registers(dk);
-    fence_registers(dv);
-    if (lane == 0) barrier_arrive(&sh.empty[stage]);
+  };
+  auto issue_dk = [&](int i) {  // dK += dS^T Q, from the registers the previous tile left in dst
+    issue_from_registers<T, HEAD_DIM, ROWS, TILE_HALF>(dk, dst, shared_address(sh.walk_a[i % STAGES]));
+  };
+
+  barrier_wait(&sh.own_full, 0);
+  if constexpr (HEAD_DIM == 64) {
+    if (n_tiles > 0) {
+      issue_scores(0);
+      wgmma_wait<1>();  // S^T
+      probabilities(0);
+      wgmma_wait<1>();  // dP^T
+      score_gradients(0);
+      wgmma_wait<0>();  // dV: P^T's registers free
+      fence_registers(dv);
+      to_operand<T, ROWS>(dst, dp);
+      for (int i = 1; i < n_tiles; ++i) {
+        // the tensor cores take this tile's S^T and dP^T and the last tile's dK in a row, while the exponentials
+        // of this tile wait for S^T alone
+        issue_scores(i);
+        issue_dk(i - 1);
+        wgmma_wait<2>();  // S^T
+        probabilities(i);
+        wgmma_wait<2>();  // dP^T
+        score_gradients(i);
+        wgmma_wait<0>();  // the last tile's dK and this tile's dV
+        fence_registers(dk);
+        fence_registers(dv);
+        if (lane == 0) barrier_arrive(&sh.empty[(i - 1) % STAGES]);  // the last tile's Q and dO read
+        to_operand<T, ROWS>(dst, dp);
+      }
+      issue_dk(n_tiles - 1);
+      wgmma_wait<0>();
+      fence_registers(dk);
+    }
+  } else {  // head dim 128: dK and dV take 128 registers, too many to hold dS^T's across the next tile's products
+    for (int i = 0; i < n_tiles; ++i) {
+      issue_scores(i);
+      wgmma_wait<1>();  // S^T
+      probabilities(i);
+      wgmma_wait<1>();  // dP^T
+      score_gradients(i);
+      wgmma_wait<0>();  // dV: P^T's registers free
+      fence_registers(dv);
+      to_operand<T, ROWS>(dst, dp);
+      issue_dk(i);
+      wgmma_wait<0>();
+      fence_registers(dk);
+      if (lane == 0) barrier_arrive(&sh.empty[i % STAGES]);
+    }
   }
   store_accumulator<T, HEAD_DIM>(head_rows<T>(dK, b, h), dK.row_stride, dk, key, p.n_keys, p.scale);
   store_accumulator<T, HEAD_DIM>(head_rows<T>(dV, b, h), dV.row_stride, dv, key, p.n_keys, 1.f);
@@ -191,14 +259,14 @@ __device__ __forceinline__ void consume_dq(BackwardShared<HEAD_DIM, STAGES>& sh,
   }
   float dq[HEAD_DIM / 2] = {}, s[32], dp[32];
   uint32_t ds[ROWS / 16][4];
-  barrier_wait(&sh.own_full, 0);
-  for (int j = 0; j < n_tiles; ++j) {
-    const int stage = j % STAGES, k0 = j * ROWS;
+  auto issue_scores = [&](int j) {  // tile j's S = Q K^T and dP = dO V^T, issued together
+    const int stage = j % STAGES;
     barrier_wait(&sh.full[stage], (j / STAGES) & 1);
-    const uint32_t k = shared_address(sh.walk_a[stage]), v = shared_address(sh.walk_b[stage]);
-    issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(s, q_rows, k);    // S = Q K^T
-    issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(dp, do_rows, v);  // dP = dO V^T
-    wgmma_wait<1>();
+    issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(s, q_rows, shared_address(sh.walk_a[stage]));
+    issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(dp, do_rows, shared_address(sh.walk_b[stage]));
+  };
+  auto probabilities = [&](int j) {  // once S is in: P, in s's registers
+    const int k0 = j * ROWS;
     fence_registers(s);
     const bool edge = k0 + ROWS > p.n_keys || (CAUSAL && k0 + ROWS - 1 > my_q0);
 #pragma unroll
@@ -211,15 +279,40 @@ __device__ __forceinline__ void consume_dq(BackwardShared<HEAD_DIM, STAGES>& sh,
         s[4 * n + e] = pv;
       }
     }
-    wgmma_wait<0>();
+  };
+  auto score_gradients = [&] {  // once dP is in: dS = P (dP - D), in dp's registers
     fence_registers(dp);
 #pragma unroll
-    for (int i = 0; i < 32; ++i) dp[i] = s[i] * (dp[i] - dd[(i >> 1) & 1]);  // dS
+    for (int i = 0; i < 32; ++i) dp[i] = s[i] * (dp[i] - dd[(i >> 1) & 1]);
+  };
+  auto issue_dq = [&](int j) {  // dQ += dS K, from the registers the previous tile left in ds
+    issue_from_registers<T, HEAD_DIM, ROWS, TILE_HALF>(dq, ds, shared_address(sh.walk_a[j % STAGES]));
+  };
+
+  barrier_wait(&sh.own_full, 0);
+  if (n_tiles > 0) {
+    issue_scores(0);
+    wgmma_wait<1>();  // S
+    probabilities(0);
+    wgmma_wait<0>();  // dP
+    score_gradients();
     to_operand<T, ROWS>(ds, dp);
-    issue_from_registers<T, HEAD_DIM, ROWS, TILE_HALF>(dq, ds, k);  // dQ += dS K
+    for (int j = 1; j < n_tiles; ++j) {
+      // this tile's S and dP and the last tile's dQ in a row; the exponentials wait for S alone
+      issue_scores(j);
+      issue_dq(j - 1);
+      wgmma_wait<2>();  // S
+      probabilities(j);
+      wgmma_wait<1>();  // dP
+      score_gradients();
+      wgmma_wait<0>();  // the last tile's dQ: ds's registers free
+      fence_registers(dq);
+      if (lane == 0) barrier_arrive(&sh.empty[(j - 1) % STAGES]);  // the last tile's K and V read
+      to_operand<T, ROWS>(ds, dp);
+    }
+    issue_dq(n_tiles - 1);
     wgmma_wait<0>();
     fence_registers(dq);
-    if (lane == 0) barrier_arrive(&sh.empty[stage]);
   }
   store_accumulator<T, HEAD_DIM>(head_rows<T>(dQ, b, h), dQ.row_stride, dq, row, p.n_queries, p.scale);
 }
@@ -231,12 +324,13 @@ __device__ __forceinline__ BackwardShared<HEAD_DIM, STAGES>& backward_shared(uns
                                                               ~uintptr_t(1023));
 }
 
+// `full_arrivals`: the producer's thread that starts the copies, and in the dK/dV pass the lanes that copy L and D
 template <int HEAD_DIM, int STAGES>
-__device__ __forceinline__ void init_barriers(BackwardShared<HEAD_DIM, STAGES>& sh) {
+__device__ __forceinline__ void init_barriers(BackwardShared<HEAD_DIM, STAGES>& sh, int full_arrivals) {
   if (threadIdx.x == 0) {
     barrier_init(&sh.own_full, 1);
     for (int s = 0; s < STAGES; ++s) {
-      barrier_init(&sh.full[s], 1);
+      barrier_init(&sh.full[s], full_arrivals);
       barrier_init(&sh.empty[s], 8);  // lane 0 of each consumer warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -258,13 +352,17 @@ __global__ void __launch_bounds__(THREADS, 1)
   // the query tiles that see these keys: all, or (causal, top-left) those from the tile holding query k0 on
   const int first_tile = CAUSAL ? k0 / ROWS : 0;
   const int n_tiles = max(0, (problem.n_queries + ROWS - 1) / ROWS - first_tile);
-  init_barriers(sh);
+  init_barriers(sh, 1 + ROW_COPIERS);
   if (threadIdx.x < 128) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGISTERS));
     if (threadIdx.x == 0) produce<HEAD_DIM, STAGES>(sh, k_map, v_map, q_map, do_map, k0, first_tile, n_tiles, h, b);
+    if (threadIdx.x / 32 == 1) {
+      produce_query_rows<HEAD_DIM, STAGES>(sh, problem, L, delta, int64_t(b) * problem.heads + h, first_tile,
+                                           n_tiles);
+    }
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGISTERS));
-    consume_dkdv<T, HEAD_DIM, STAGES, CAUSAL>(sh, problem, L, delta, dK, dV, k0, h, b, first_tile, n_tiles);
+    consume_dkdv<T, HEAD_DIM, STAGES, CAUSAL>(sh, problem, dK, dV, k0, h, b, first_tile, n_tiles);
   }
 #endif
 }
@@ -283,7 +381,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int h = blockIdx.y, b = blockIdx.z, q0 = query_tile * BLOCK_ROWS;
   const int k_end = CAUSAL ? min(problem.n_keys, q0 + BLOCK_ROWS) : problem.n_keys;
   const int n_tiles = (k_end + ROWS - 1) / ROWS;
-  init_barriers(sh);
+  init_barriers(sh, 1);
   if (threadIdx.x < 128) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGISTERS));
     if (threadIdx.x == 0) produce<HEAD_DIM, STAGES>(sh, q_map, do_map, k_map, v_map, q0, 0, n_tiles, h, b);
@@ -296,7 +394,11 @@ __global__ void __launch_bounds__(THREADS, 1)
 
 namespace {
 
-constexpr int STAGES = 2;
+// Ring depths: a consumer that leaves a tile's last product running into the next tile hands its stage back one
+// tile later, so the producer needs a third stage to stay a tile ahead (the dQ pass, and dK/dV at head dim 64)
+template <int HEAD_DIM>
+constexpr int DKDV_STAGES = HEAD_DIM == 64 ? 3 : 2;
+constexpr int DQ_STAGES = 3;
 
 template <typename T, int HEAD_DIM, bool CAUSAL>
 cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L,
@@ -311,16 +413,17 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
                             tensor_map(&k64, p, k, p.n_keys, ROWS), tensor_map(&v64, p, v, p.n_keys, ROWS)}) {
     if (error != cudaSuccess) return error;
   }
-  constexpr int SHARED = sizeof(BackwardShared<HEAD_DIM, STAGES>) + 1024;
-  constexpr auto dkdv = hopper_bwd_dkdv_kernel<T, HEAD_DIM, STAGES, CAUSAL>;
-  constexpr auto dq_kernel = hopper_bwd_dq_kernel<T, HEAD_DIM, STAGES, CAUSAL>;
-  for (cudaError_t error : {systems_flash_cuda::allow_shared<dkdv>(SHARED),
-                            systems_flash_cuda::allow_shared<dq_kernel>(SHARED)}) {
+  constexpr int DKDV_SHARED = sizeof(BackwardShared<HEAD_DIM, DKDV_STAGES<HEAD_DIM>>) + 1024;
+  constexpr int DQ_SHARED = sizeof(BackwardShared<HEAD_DIM, DQ_STAGES>) + 1024;
+  constexpr auto dkdv = hopper_bwd_dkdv_kernel<T, HEAD_DIM, DKDV_STAGES<HEAD_DIM>, CAUSAL>;
+  constexpr auto dq_kernel = hopper_bwd_dq_kernel<T, HEAD_DIM, DQ_STAGES, CAUSAL>;
+  for (cudaError_t error : {systems_flash_cuda::allow_shared<dkdv>(DKDV_SHARED),
+                            systems_flash_cuda::allow_shared<dq_kernel>(DQ_SHARED)}) {
     if (error != cudaSuccess) return error;
   }
-  dkdv<<<dim3((p.n_keys + BLOCK_ROWS - 1) / BLOCK_ROWS, p.heads, p.batch), THREADS, SHARED, stream>>>(
+  dkdv<<<dim3((p.n_keys + BLOCK_ROWS - 1) / BLOCK_ROWS, p.heads, p.batch), THREADS, DKDV_SHARED, stream>>>(
       k128, v128, q64, do64, p, L, delta, dk, dv);
-  dq_kernel<<<dim3((p.n_queries + BLOCK_ROWS - 1) / BLOCK_ROWS, p.heads, p.batch), THREADS, SHARED, stream>>>(
+  dq_kernel<<<dim3((p.n_queries + BLOCK_ROWS - 1) / BLOCK_ROWS, p.heads, p.batch), THREADS, DQ_SHARED, stream>>>(
       q128, do128, k64, v64, p, L, delta, dq);
   return cudaGetLastError();
 }
