@@ -139,21 +139,30 @@ report.glue_all("hopper_table", hopper.table_facts(versus))
 #
 # A backward in the forward's shape is built too (`flash_hopper_backward.cu`, `backward_hopper_cuda`): a dK/dV kernel
 # in which a block owns 128 keys and its two consumers walk the query tiles that see them (Sᵀ and dPᵀ from shared
-# memory, dV and dK from registers), a dQ kernel that owns 128 queries and walks the keys, a producer feeding each
-# through the copy engine, nothing added up atomically. It is correct at every tested shape; here it is timed alone
-# beside the others' backward on the Triton forward's O and L (SDPA's and our Triton one through autograd), with
-# the warp-specialised Gluon backward of an earlier attempt.
+# memory, dV and dK from registers), a dQ kernel that owns 128 queries and walks the keys, nothing added up
+# atomically. One producer warp feeds each ring through the copy engine; a second copies each query tile's L and D
+# (its row sums of dO ∘ O) into the same stage, so no consumer waits on a global load inside its loop. In the dQ
+# kernel, and in the dK/dV kernel at head dimension 64, a consumer issues the next tile's S and dP before the last
+# product of the tile it is finishing, so the tensor cores have work while it computes P and dS; at head dimension
+# 128 the dK/dV kernel's accumulators leave no registers for a second tile's S and dP, and it keeps the order of
+# one tile at a time. It is correct at every tested shape; here it is timed alone beside the others' backward on
+# the Triton forward's O and L (SDPA's and our Triton one through autograd), with the warp-specialised Gluon backward
+# of an earlier attempt.
 
 # %% tags=["nbval-ignore-output"]
 if on_hopper:
     backward = measured(data_dir, "hopper_backward", hopper_bench.backward_kernels, shapes, rep_ms)
     report.table(backward.pivot_table(index="impl", columns="shape", values="ms", sort=False).reset_index(), ".3f")
 else:
+    backward = None
     report.md("Not measured here: the kernels need a Hopper GPU.")
 
+# %% tags=["remove-cell", "nbval-ignore-output"]
+report.glue_all("hopper_backward", hopper.backward_facts(backward))
+
 # %% [markdown]
+# The CUDA backward is {glue:text}`hopper_backward_vs_triton_words`, and {glue:text}`hopper_backward_vs_cudnn_words`.
 # Two passes do seven matrix products per tile pair where a one-pass backward does five, so even at the forward's
-# rate these kernels could not reach cuDNN; that is why the registered attention keeps the Triton backward. A
-# one-pass version, in which both consumers' dSᵀ meet in shared memory and dQ is added up in global memory, was
-# slower still: the barrier between the consumers held them in step. The experiment log (`book/log.md`) has both
-# attempts with their numbers, and what a next one needs.
+# rate these kernels could not reach cuDNN, and the registered attention keeps the Triton backward. A one-pass version, in which both consumers' dSᵀ meet in shared memory and dQ
+# is added up in global memory, was slower still: the barrier between the consumers held them in step. The
+# experiment log (`book/log.md`) has every attempt with its numbers, and what a next one needs.

@@ -50,6 +50,12 @@ def pick(condition: bool, yes: str, no: str) -> str:
     return yes if condition else no
 
 
+def listed(items) -> str:
+    """Items in words: "a", "a and b", "a, b and c"."""
+    items = [str(item) for item in items]
+    return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
+
+
 def times(ratio: float, above: str = "slower", below: str = "faster", digits: int = 3) -> str:
     """A time ratio (ours / theirs) in words: "1.43× slower" above 1, "2.1× faster" (1/ratio) below it; within 1%
     of 1 in percent ("0.41% slower"), where "1× faster" would say nothing."""

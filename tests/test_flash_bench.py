@@ -12,7 +12,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from systems.attention.peers import sdpa_choice
 from systems import report
 from systems.bench import attention_steps, call_overhead, flash_sweep, leaderboard
-from systems.chapters import flash, flash_training
+from systems.chapters import flash, flash_training, hopper
 from systems.model import TransformerLM
 
 
@@ -260,3 +260,28 @@ def test_model_attention_inputs_are_laid_out_as_the_model_calls_its_attention():
     for got, want in zip(seen[0], expected):
         assert (got.shape, got.stride(), got.dtype) == (want.shape, want.stride(), want.dtype)
     assert flash_sweep.model_sdpa_choice("tiny", 32, 64, "fp32") == sdpa_choice(*seen[0], True)
+
+
+def test_hopper_backward_facts_sort_shapes_by_which_backward_is_faster():
+    rng = np.random.default_rng()
+    shapes = [(f"1×16×{n}×128", causal) for n, causal in ((1024, True), (16384, True), (8192, False))]
+    faster = {shapes[i] for i in rng.choice(3, size=int(rng.integers(0, 4)), replace=False)}
+    rows = []
+    for shape, causal in shapes:
+        triton_ms = rng.uniform(1, 10)
+        cuda_ms = triton_ms * (rng.uniform(0.8, 0.99) if (shape, causal) in faster else rng.uniform(1.01, 1.3))
+        rows += [{"shape": shape, "causal": causal, "impl": impl, "ms": ms} for impl, ms in
+                 (("SDPA cuDNN", triton_ms / 2), ("ours (Triton)", triton_ms), ("CUDA C++ (Hopper)", cuda_ms))]
+    words = hopper.backward_facts(pd.DataFrame(rows))["vs_triton_words"]
+    labels = {s: s[0] if s[1] else f"{s[0]} not causal" for s in shapes}
+    said_faster, _, said_slower = words.partition("slower")
+    for shape in shapes if faster else ():
+        assert labels[shape] in (said_faster if shape in faster else said_slower), words
+    assert ("every shape" in words) == (not faster)
+    assert words.startswith("faster") == bool(faster) and ("slower" in words) == (len(faster) < 3)
+    assert "not measured" in hopper.backward_facts(None)["vs_triton_words"]
+
+
+@pytest.mark.parametrize("items, words", [([], ""), (["a"], "a"), (["a", "b"], "a and b"), (["a", "b", "c"], "a, b and c")])
+def test_listed_joins_items_as_prose_does(items, words):
+    assert report.listed(items) == words

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from systems.bench.flash_sweep import wide
-from systems.report import pick, times
+from systems.report import listed, pick, times
 
 TENSOR_CORES, COPY = "tensor cores", "copy engine (producer)"
 # the schedule figure's colours: each consumer's products in its own hue, its S darker than its P V
@@ -155,8 +155,29 @@ def table_facts(versus: pd.DataFrame, impl: str = "flash_hopper") -> dict:
         f"flash_triton's, its forward {out['forward_board_vs_triton_words']}; the backward is the same Triton kernel "
         "in both.")
     behind = versus[(versus["pass"] == "fwd") & (ratio > 1)]["shape"].tolist()
-    out["forward_behind_words"] = pick(len(behind) > 0, f"The forward is behind cuDNN's at {' and '.join(behind)}.",
+    out["forward_behind_words"] = pick(len(behind) > 0, f"The forward is behind cuDNN's at {listed(behind)}.",
                                        "The forward is nowhere behind cuDNN's.")
     share = versus["share of peak"].dropna()
     out["peak_words"] = pick(len(share) > 0, f"{100 * share.min():.0f} to {100 * share.max():.0f} %", "not measured")
     return out
+
+
+def backward_facts(backward: pd.DataFrame | None, impl: str = "CUDA C++ (Hopper)") -> dict:
+    """From :func:`systems.bench.hopper.backward_kernels`'s rows: where ``impl``'s backward is faster and where slower
+    than our Triton one, and its range of times over cuDNN's, in words."""
+    if backward is None or impl not in set(backward.impl):
+        return {"vs_triton_words": "not measured (it needs a Hopper GPU)", "vs_cudnn_words": "not measured"}
+    label = backward["shape"].where(backward.causal.astype(bool), backward["shape"] + " not causal")
+    ms = backward.assign(label=label).pivot_table(index="label", columns="impl", values="ms", sort=False)
+    over_triton, over_cudnn = ms[impl] / ms["ours (Triton)"], ms[impl] / ms["SDPA cuDNN"]
+
+    def where(ratios: pd.Series) -> str:
+        spread = f"{ratios.min():.2f} to {ratios.max():.2f}" if len(ratios) > 1 else f"{ratios.iloc[0]:.2f}"
+        return f"{listed(ratios.index)} ({spread} times its time)"
+
+    faster, slower = over_triton[over_triton < 1], over_triton[over_triton >= 1]
+    parts = [f"faster than our Triton backward at {where(faster)}"] if len(faster) else []
+    parts += [f"slower at {where(slower)}" if parts else f"slower than our Triton backward at every shape "
+              f"({slower.min():.2f} to {slower.max():.2f} times its time)"] if len(slower) else []
+    return {"vs_triton_words": ", ".join(parts),
+            "vs_cudnn_words": f"{over_cudnn.min():.2f} to {over_cudnn.max():.2f} times cuDNN's time"}

@@ -62,7 +62,7 @@ std::tuple<Tensor, Tensor, Tensor> hopper_backward(const Tensor& q, const Tensor
 
 struct HopperOps {
   static constexpr const char* forward = "systems_flash::hopper_forward";
-  // the Triton kernels' backward: faster than hopper_backward at every shape measured (book/log.md)
+  // the Triton kernels' backward: faster than hopper_backward at most shapes measured (book/log.md)
   static constexpr const char* backward = "systems_flash::triton_backward";
 };
 

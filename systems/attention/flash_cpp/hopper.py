@@ -4,7 +4,7 @@ run, registers moved from the producer to the consumers, and the consumers takin
 (FlashAttention-3's design). Registered as ``flash_hopper``: this forward and the Triton kernels' backward, launched
 from C++, under one C++ autograd node (``torch.ops.systems_flash.hopper_attention``). A backward in the forward's
 shape (``flash_hopper_backward.cu``: dK/dV, then dQ, no atomics) is here too, :func:`backward_hopper_cuda`, to be
-timed beside the others; it is slower than the Triton one so far (``book/log.md``).
+timed beside the others (chapter 20; ``book/log.md`` has every version's numbers).
 
 It runs on sm_90 GPUs (H100, H200), bf16 and fp16, head dims 64 and 128; other inputs go to the portable Triton
 kernel. The kernel is built on first use for ``sm_90a`` (nvcc), beside the Triton kernels' C++ host path.
