@@ -9,6 +9,7 @@ import pytest
 
 from systems.bench.timing import apart
 from systems.chapters import bucket_model, ddp, fsdp_two_gpus, training
+from systems.chapters.sharding import memory_table
 
 RNG = np.random.default_rng()
 
@@ -113,13 +114,28 @@ def test_our_fsdps_time_goal_is_read_for_each_precision(bf16_ratio, words):
     params, world = int(RNG.integers(1e9, 4e9)), 2
     share = 16 * params / world / 2**30
     fp32, bf16 = RNG.uniform(500, 1000), RNG.uniform(200, 300)
-    summary = pd.DataFrame({"setup": ["FSDP (ours)", "FSDP2", "FSDP (ours) bf16", "FSDP2 bf16"],
+    summary = pd.DataFrame({"setup": ["FSDP (ours)", "FSDP2", "FSDP (ours) bf16", "FSDP2 bf16"], "status": "ok",
                             "step_ms": [fp32, fp32, bf16 * bf16_ratio, bf16],
                             "after step (GiB)": [share * 1.01, share, share, share],
                             "step peak (GiB)": [40.0, 40.0, 30.0, 30.0]})
     found = fsdp_two_gpus.goal_facts(summary, params, world)
     assert words in found["time_words"] and f"{bf16_ratio:.3g} times in bf16" in found["time_words"]
-    assert found["state_ratio"] == pytest.approx(1.01) and found["state_words"] == "within"
+    assert found["state_ratio"] == pytest.approx(1.01) and "(within 5 % of what sharding" in found["memory_words"]
+
+
+def test_a_setup_out_of_memory_is_a_row_that_says_so_and_leaves_the_goals_unsaid():
+    params, world = int(RNG.integers(1e9, 4e9)), 2
+    memory = [{"iteration": 1, "point": "after step", "allocated_mb": RNG.uniform(1e3, 1e4),
+               "peak_mb": RNG.uniform(1e4, 2e4)}]
+    rows = [{"optimizer": name, "status": "ok", "step_ms": RNG.uniform(100, 300), "memory": memory}
+            for name in ("FSDP (ours)", "FSDP2", "FSDP (ours) bf16")]
+    rows.append({"optimizer": "FSDP2 bf16", "status": "OOM", "params": params})
+    summary = fsdp_two_gpus.setup_summary(rows)
+    assert list(summary.status) == ["ok", "ok", "ok", "OOM"] and summary.iloc[3, 2:].isna().all()
+    found = fsdp_two_gpus.goal_facts(summary, params, world)
+    assert found["time_words"].startswith("FSDP2 bf16 did not run") and found["memory_words"] == ""
+    table = memory_table(rows)
+    assert list(table["FSDP2 bf16"]) == ["OOM"] and table["FSDP2"].iloc[0].count(" / ") == 1
 
 
 @pytest.mark.parametrize("ours_vs_torch, words", [(-30.0, "faster than PyTorch's reducer"),

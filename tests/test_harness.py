@@ -203,3 +203,32 @@ def test_a_cold_run_is_the_same_configuration_in_a_fresh_process():
     row = e2e.cold_run(cfg)
     assert row["status"] == "ok" and (row["size"], row["mode"], row["dtype"], row["context_length"]) == (
         "tiny", "train", "bf16", 8) and len(row["step_times_ms"]) == 2
+
+
+def measure_with_a_setup_out_of_memory(rank: int, world: int, cfg, setup: str) -> list[dict]:
+    """The sharding measurement with ``setup`` running out of memory on every rank, as a real OOM does (each rank
+    holds the same model and batch), before its first collective."""
+    from systems.bench import sharding
+
+    real = sharding._measure_one
+
+    def measure_one(name, *args):
+        if name == setup:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+        return real(name, *args)
+
+    sharding._measure_one = measure_one
+    return sharding.measure(rank, world, cfg)
+
+
+@pytest.mark.distributed
+def test_a_sharding_setup_out_of_memory_is_a_row_and_the_next_setup_runs():
+    from systems.bench.sharding import ShardingConfig
+    from systems.dist import launch
+
+    cfg = ShardingConfig(preset("tiny", context_length=8), batch_size=2, setups=("DDP", "FSDP (ours)", "FSDP2"),
+                         warmup=1, steps=1)
+    ranks = launch(measure_with_a_setup_out_of_memory, 2, cfg, "FSDP (ours)", backend="gloo", timeout_s=120)
+    for rows in ranks:  # every rank returns the same rows
+        assert [(r["optimizer"], r["status"]) for r in rows] == [("DDP", "ok"), ("FSDP (ours)", OOM), ("FSDP2", "ok")]
+        assert "step_ms" not in rows[1] and all(r["step_ms"] > 0 and r["memory"] for r in (rows[0], rows[2]))

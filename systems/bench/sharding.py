@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 import torch.distributed as dist
 
-from systems.device import free_memory, local_device, synchronize, timed
+from systems.device import OOM, free_memory, local_device, run_or_oom, synchronize, timed
 from systems.model import ModelConfig, TransformerLM, parameter_count, preset
 from systems.parallel import SHARDED, TrainStep, wrap
 from systems.zero import ShardedOptimizer, assign_owners, state_bytes
@@ -179,13 +179,24 @@ def _measure_one(name: str, cfg: ShardingConfig, device: torch.device, rank: int
 
 def measure(rank: int, world_size: int, cfg: ShardingConfig) -> list[dict[str, Any]]:
     """Every optimizer of ``cfg`` on this rank; returns, on every rank, one row per optimizer with each
-    number the maximum over ranks and ``state_mb_per_rank`` listing every rank's optimizer state."""
+    number the maximum over ranks and ``state_mb_per_rank`` listing every rank's optimizer state. A setup that ran
+    out of memory on any rank is a row with ``status`` "OOM" and no numbers, and the next one runs."""
     device = local_device()
-    mine = [_measure_one(name, cfg, device, rank) for name in (cfg.setups or cfg.optimizers)]
+    mine = []
+    for name in cfg.setups or cfg.optimizers:
+        row = run_or_oom(lambda name=name: _measure_one(name, cfg, device, rank))
+        free_memory()
+        fits: list[Any] = [None] * world_size
+        dist.all_gather_object(fits, row is not OOM)  # the ranks agree before the next setup's first collective
+        oom = {"optimizer": name, "params": parameter_count(cfg.model), "status": OOM}
+        mine.append({**row, "status": "ok"} if all(fits) else oom)
     everyone: list[Any] = [None] * world_size
     dist.all_gather_object(everyone, mine)
     rows = []
     for per_rank in zip(*everyone):
+        if per_rank[0]["status"] == OOM:
+            rows.append({**per_rank[0], "world_size": world_size})
+            continue
         row = {k: (max(r[k] for r in per_rank) if isinstance(v, float) else v) for k, v in per_rank[0].items()}
         row["memory"] = [{k: (max(r["memory"][i][k] for r in per_rank) if isinstance(v, float) else v)
                           for k, v in m.items()} for i, m in enumerate(per_rank[0]["memory"])]
