@@ -285,3 +285,19 @@ def test_hopper_backward_facts_sort_shapes_by_which_backward_is_faster():
 @pytest.mark.parametrize("items, words", [([], ""), (["a"], "a"), (["a", "b"], "a and b"), (["a", "b", "c"], "a, b and c")])
 def test_listed_joins_items_as_prose_does(items, words):
     assert report.listed(items) == words
+
+
+@pytest.mark.parametrize("ours_minus_sdpa_us, words", [(-20.0, "explain none of it"), (40.0, "most of it."),
+                                                       (2.0, "a small part of it.")])
+def test_the_host_time_per_call_is_weighed_against_the_steps_extra_host_time(ours_minus_sdpa_us, words):
+    rng = np.random.default_rng()
+    layers, kernels, sdpa_step = 24, rng.uniform(100, 110), rng.uniform(115, 120)
+    extra = 1.5 * layers * 40.0 / 1e3  # the step's extra host time: more than half of 40 µs a layer, twice 2 µs
+    busy = pd.DataFrame({"attention": ["sdpa", "flash_triton"], "step_ms": [sdpa_step, sdpa_step + extra],
+                         "kernel_ms": [kernels, kernels]})
+    worst = pd.Series({"size": "medium", "context_length": 2048})
+    sdpa_us = rng.uniform(200, 300)
+    call = {"measured": True, "ours_us": sdpa_us + ours_minus_sdpa_us, "sdpa_us": sdpa_us}
+    said = flash_training.busy_facts(busy, worst, layers, call)["words"]
+    assert said.startswith("Most of the difference is not in the kernels") and words in said
+    assert not re.search(r"-\d", said)  # a saving is said as less time, not as a negative extra

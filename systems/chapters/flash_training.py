@@ -131,11 +131,17 @@ def busy_facts(busy: pd.DataFrame, worst: pd.Series, layers: int, call: dict) ->
     priced = ""
     if call["measured"]:
         per_call_ms = (call["ours_us"] - call["sdpa_us"]) * layers / 1e3  # the extra host time, once per layer
-        priced = (f" The per-call table's extra host time of ours over SDPA's flash back end, once for each of the "
-                  f"model's {layers} layers, comes to {per_call_ms:.2g} ms: "
-                  + pick(per_call_ms >= 0.5 * (extra_step - extra_kernels), "most of it.",
-                         "a small part of it. The rest is host time that this chapter does not explain yet (the "
-                         "log records the hypotheses tried)."))
+        unexplained = ("host time that this chapter does not explain yet (the log records the hypotheses "
+                       "tried).")
+        if per_call_ms <= 0:
+            priced = (f" In the per-call table a call of ours costs the host less than one of SDPA's flash back end "
+                      f"({-per_call_ms:.2g} ms less over the model's {layers} layers), so the calls themselves "
+                      f"explain none of it: it is {unexplained}")
+        else:
+            priced = (f" The per-call table's extra host time of ours over SDPA's flash back end, once for each of "
+                      f"the model's {layers} layers, comes to {per_call_ms:.2g} ms: "
+                      + pick(per_call_ms >= 0.5 * (extra_step - extra_kernels), "most of it.",
+                             f"a small part of it. The rest is {unexplained}"))
     return {"point": f"{worst['size']}, context {int(worst.context_length)}", "extra_step_ms": extra_step,
             "extra_kernel_ms": extra_kernels, "words": pick(
                 abs(extra_kernels) < 0.5 * abs(extra_step),
