@@ -7,8 +7,10 @@ chapter's cell shows it. Nothing here computes a result.
 
 from __future__ import annotations
 
+import matplotlib.colors
 import matplotlib.pyplot as plt
 import matplotlib.ticker
+import numpy as np
 import pandas as pd
 import seaborn as sns
 
@@ -76,27 +78,52 @@ def lines(df: pd.DataFrame, x: str, y: str, hue: str | None, title: str, xlabel:
     return _done(grid.figure, title)
 
 
+TIMELINE_SLICES = 1000  # about one per pixel of the figure's width
+
+
+def _busy_share(starts: np.ndarray, ends: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """The share of each slice between consecutive ``edges`` that the intervals cover. A lane's intervals follow one
+    another (a CUDA stream runs one kernel at a time), so the time covered up to t is the whole of every interval that
+    ended by t and the part of the one running at t."""
+    order = np.argsort(starts)
+    starts, ends = starts[order], ends[order]
+    done = np.concatenate([[0.0], np.cumsum(ends - starts)])
+    ended = np.searchsorted(ends, edges, side="right")
+    running = np.minimum(ended, len(starts) - 1)
+    partial = np.where(ended < len(starts), np.clip(edges - starts[running], 0, ends[running] - starts[running]), 0)
+    return np.clip(np.diff(done[ended] + partial) / np.diff(edges), 0, 1)
+
+
 def timeline(intervals: pd.DataFrame, by: str = "run", colors: dict[str, str] | None = None,
              title: str = "one step, rank 0", lanes: list[str] | None = None,
              xlabel: str = "time since the step's first interval (ms)"):
-    """Intervals (lane, kind, start_ms, end_ms) as bars on their lanes (CUDA streams or threads; sorted, or in
-    the order of ``lanes`` from the top), one panel per ``by`` value, coloured by kind (compute, communication,
-    ...)."""
+    """Intervals (lane, kind, start_ms, end_ms) on their lanes (CUDA streams or threads; sorted, or in the order of
+    ``lanes`` from the top), one panel per ``by`` value, coloured by kind (compute, communication, ...). Each lane is
+    drawn in about a thousand slices of time, each shaded by the share of it the lane is busy: a step of kernels
+    shorter than a pixel, with gaps between them, shows as the pale band it is, not as a solid bar."""
     colors = colors or {"compute": "tab:blue", "communication": "tab:orange", "all-gather": "tab:orange",
                         "reduce-scatter": "tab:red"}
+    first, last = intervals.start_ms.min(), intervals.end_ms.max()
+    edges = np.linspace(first, max(last, first + 1e-6), TIMELINE_SLICES + 1)  # a span of zero-length intervals too
     groups = list(intervals.groupby(by, sort=False))
     fig, axes = plt.subplots(len(groups), 1, figsize=(11, 2.1 * len(groups)), sharex=True, squeeze=False)
     for ax, (name, g) in zip(axes[:, 0], groups):
         order = list(reversed(lanes)) if lanes else sorted(g.lane.unique())
         for y, lane in enumerate(order):
             for kind, k in g[g.lane == lane].groupby("kind"):
-                ax.broken_barh(list(zip(k.start_ms, k.end_ms - k.start_ms)), (y - 0.4, 0.8),
-                               color=colors.get(kind, "tab:gray"))
+                share = _busy_share(k.start_ms.to_numpy(float), k.end_ms.to_numpy(float), edges).round(2)
+                # neighbouring slices of one shade drawn as one bar: no seams between them where the lane is busy
+                starts = np.flatnonzero(np.diff(share, prepend=-1.0))
+                runs = [(i, j) for i, j in zip(starts, np.append(starts[1:], len(share))) if share[i] > 0]
+                rgb = matplotlib.colors.to_rgb(colors.get(kind, "tab:gray"))
+                ax.broken_barh([(edges[i], edges[j] - edges[i]) for i, j in runs], (y - 0.4, 0.8),
+                               facecolors=[(*rgb, share[i]) for i, _ in runs], linewidth=0)
         ax.set(yticks=range(len(order)), yticklabels=order, title=f"{name}: {title}")
     axes[-1, 0].set_xlabel(xlabel)
     kinds = sorted(set(intervals.kind))
     axes[0, 0].legend(handles=[plt.Rectangle((0, 0), 1, 1, color=colors.get(k, "tab:gray")) for k in kinds],
-                      labels=kinds, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+                      labels=kinds, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False,
+                      title="paler: busy for\nless of the time", title_fontsize=8)
     return _done(fig)
 
 
