@@ -192,8 +192,8 @@ report.table(busy, ".1f")
 report.glue_all("flash_busy", ft.busy_facts(busy, worst, preset(worst["size"]).num_layers, call))
 
 # %% [markdown]
-# At {glue:text}`flash_busy_point` our step takes {glue:text}`flash_busy_extra_step_ms:.3g` ms longer than SDPA's, of
-# which the kernels account for {glue:text}`flash_busy_extra_kernel_ms:.3g` ms. {glue:text}`flash_busy_words`
+# At {glue:text}`flash_busy_point` our step takes {glue:text}`flash_busy_step_words` than SDPA's,
+# {glue:text}`flash_busy_kernel_words`. {glue:text}`flash_busy_words`
 #
 # This chapter runs inside a Jupyter kernel, which has Python threads of its own, and after sections that left much
 # loaded. An eager call of ours runs no Python past its checks, forward or backward, as SDPA's does not; a step still
@@ -222,6 +222,5 @@ report.glue_all("flash_bound", ft.bound_facts(bound_times, own, bound, chosen[ft
 
 # %% [markdown]
 # At {glue:text}`flash_bound_point`, where SDPA runs its {glue:text}`flash_bound_backend` back end, our step takes
-# {glue:text}`flash_bound_extra_step_ms:.3g` ms longer; our attention's own kernels take
-# {glue:text}`flash_bound_extra_own_ms:.3g` ms more per step than SDPA's, the kernels both share
-# {glue:text}`flash_bound_extra_shared_ms:.3g` ms more. {glue:text}`flash_bound_longest`
+# {glue:text}`flash_bound_step_words`; our attention's own kernels take {glue:text}`flash_bound_own_words` per step
+# than SDPA's, the kernels both share {glue:text}`flash_bound_shared_words`. {glue:text}`flash_bound_longest`

@@ -45,6 +45,11 @@ def fmt(x: float, digits: int = 3) -> str:
     return f"{x:.{digits}g}"
 
 
+def more_or_less(amount: float, unit: str = "ms", more: str = "more", less: str = "less") -> str:
+    """A signed difference in words, "1.95 ms more" or "0.466 ms less", never a negative "more"."""
+    return f"{fmt(abs(amount))} {unit} {more if amount >= 0 else less}"
+
+
 def pick(condition: bool, yes: str, no: str) -> str:
     """The word a measurement decides ("faster" or "slower"): glue it, never write it into the prose."""
     return yes if condition else no

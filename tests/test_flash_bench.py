@@ -292,12 +292,35 @@ def test_listed_joins_items_as_prose_does(items, words):
 def test_the_host_time_per_call_is_weighed_against_the_steps_extra_host_time(ours_minus_sdpa_us, words):
     rng = np.random.default_rng()
     layers, kernels, sdpa_step = 24, rng.uniform(100, 110), rng.uniform(115, 120)
-    extra = 1.5 * layers * 40.0 / 1e3  # the step's extra host time: more than half of 40 µs a layer, twice 2 µs
+    extra = 1.2 * layers * 40.0 / 1e3  # with 0.5 ms less in kernels, under twice 40 µs a layer, over twice 2 µs
     busy = pd.DataFrame({"attention": ["sdpa", "flash_triton"], "step_ms": [sdpa_step, sdpa_step + extra],
                          "kernel_ms": [kernels, kernels]})
     worst = pd.Series({"size": "medium", "context_length": 2048})
     sdpa_us = rng.uniform(200, 300)
     call = {"measured": True, "ours_us": sdpa_us + ours_minus_sdpa_us, "sdpa_us": sdpa_us}
-    said = flash_training.busy_facts(busy, worst, layers, call)["words"]
+    found = flash_training.busy_facts(busy.assign(kernel_ms=[kernels, kernels - 0.5]), worst, layers, call)
+    said = found["words"]
     assert said.startswith("Most of the difference is not in the kernels") and words in said
-    assert not re.search(r"-\d", said)  # a saving is said as less time, not as a negative extra
+    assert found["kernel_words"] == "while its kernels take 0.5 ms less"
+    assert found["step_words"] == f"{report.fmt(extra)} ms longer"
+    assert not re.search(r"-\d", " ".join(found.values()))  # a saving is said as less time, not as a negative extra
+
+
+@pytest.mark.parametrize("amount, words", [(1.95, "1.95 ms more"), (-1.01, "1.01 ms less"), (0.0, "0 ms more")])
+def test_a_signed_difference_is_said_as_more_or_less(amount, words):
+    assert report.more_or_less(amount) == words
+
+
+def test_the_gpu_bound_step_says_each_difference_with_its_sign():
+    rng = np.random.default_rng()
+    step, own, shared = rng.uniform(400, 450), rng.uniform(10, 20), rng.uniform(300, 350)
+    gains = {"step": rng.uniform(1, 3), "own": rng.uniform(2, 5), "shared": -rng.uniform(0.5, 2)}
+    times = pd.DataFrame({"attention": ["sdpa", "flash_triton"], "step_ms": [step, step + gains["step"]],
+                          "own_kernel_ms": [own, own + gains["own"]],
+                          "kernel_ms": [own + shared, own + gains["own"] + shared + gains["shared"]]})
+    kernels = pd.DataFrame({"attention": ["flash_triton", "sdpa"], "kernel": ["flash_bwd", "cudnn_bprop"],
+                            "ms": [15.0, 18.0]})
+    found = flash_training.bound_facts(times, kernels, pd.Series({"size": "xl", "context_length": 2048}), "cuDNN")
+    assert found["step_words"] == f"{report.fmt(gains['step'])} ms longer"
+    assert found["own_words"] == f"{report.fmt(gains['own'])} ms more"
+    assert found["shared_words"] == f"{report.fmt(-gains['shared'])} ms less"

@@ -10,7 +10,7 @@ import pandas as pd
 
 from systems.bench.call_overhead import ON_CALLING_THREAD
 from systems.bench.flash_sweep import geometric_mean, model_sdpa_choice, model_table, ratios
-from systems.report import pick
+from systems.report import fmt, more_or_less, pick
 
 PYTHON_SDPA = "SDPA flash kernels in a Python autograd.Function"
 NOTHING = "autograd.Function doing nothing"
@@ -142,8 +142,10 @@ def busy_facts(busy: pd.DataFrame, worst: pd.Series, layers: int, call: dict) ->
                       f"the model's {layers} layers, comes to {per_call_ms:.2g} ms: "
                       + pick(per_call_ms >= 0.5 * (extra_step - extra_kernels), "most of it.",
                              f"a small part of it. The rest is {unexplained}"))
-    return {"point": f"{worst['size']}, context {int(worst.context_length)}", "extra_step_ms": extra_step,
-            "extra_kernel_ms": extra_kernels, "words": pick(
+    return {"point": f"{worst['size']}, context {int(worst.context_length)}",
+            "step_words": more_or_less(extra_step, more="longer", less="shorter"),
+            "kernel_words": pick(extra_kernels >= 0, f"of which the kernels account for {fmt(extra_kernels)} ms",
+                                 f"while its kernels take {fmt(-extra_kernels)} ms less"), "words": pick(
                 abs(extra_kernels) < 0.5 * abs(extra_step),
                 "Most of the difference is not in the kernels: with ours, the GPU waits longer for the host." + priced,
                 "Most of the difference is in the kernels themselves, not in the host's work around them.")}
@@ -183,9 +185,9 @@ def bound_facts(times: pd.DataFrame, own: pd.DataFrame, row: pd.Series, backend:
     longest = own.groupby("attention").first()  # own is sorted longest first within each attention
     names = {a: name if len(name) <= 72 else name[:72] + "…" for a, name in longest.kernel.items()}
     return {"point": f"{row['size']}, context {int(row.context_length)}", "backend": backend,
-            "extra_step_ms": by.step_ms.flash_triton - by.step_ms.sdpa,
-            "extra_own_ms": by.own_kernel_ms.flash_triton - by.own_kernel_ms.sdpa,
-            "extra_shared_ms": shared.flash_triton - shared.sdpa, "longest": pick(
+            "step_words": more_or_less(by.step_ms.flash_triton - by.step_ms.sdpa, more="longer", less="shorter"),
+            "own_words": more_or_less(by.own_kernel_ms.flash_triton - by.own_kernel_ms.sdpa),
+            "shared_words": more_or_less(shared.flash_triton - shared.sdpa), "longest": pick(
                 {"sdpa", "flash_triton"} <= set(longest.index),
                 f"The longest of ours is {names.get('flash_triton')} at {longest.ms.get('flash_triton', 0):.3g} ms "
                 f"per step, of SDPA's {names.get('sdpa')} at {longest.ms.get('sdpa', 0):.3g} ms.",
