@@ -14,7 +14,7 @@ import pandas as pd
 
 from systems.flops import step_flops
 from systems.model import ModelConfig, parameter_count
-from systems.report import times
+from systems.report import more_or_less, times
 from systems.scaling.leaderboard import MeasuredParts, memory_per_gpu, predicted_step
 from systems.scaling.simulate import Cluster
 
@@ -251,8 +251,7 @@ def technique_words(steps: pd.DataFrame, full: str, plain: str, memory: str | No
         held = ""
         if memory and has(row, memory) and has(base, memory):
             more = row[memory] - base[memory]
-            held = (", the same memory" if abs(more) < 0.05 else
-                    f", {abs(more):.3g} GiB {'more' if more > 0 else 'less'}")
+            held = ", the same memory" if abs(more) < 0.05 else f", {more_or_less(more, unit='GiB')}"
         said.append(f"with {_swap(row, base)} the step is {ratio_words(row, base)}{held}")
     return ("One technique at a time, against ours: " + "; ".join(said) + ".") if said else ""
 
