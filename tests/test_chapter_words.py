@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from systems import report
 from systems.bench.timing import apart
 from systems.chapters import bucket_model, ddp, fsdp_two_gpus, training
 from systems.chapters.sharding import memory_table
@@ -136,6 +137,13 @@ def test_a_setup_out_of_memory_is_a_row_that_says_so_and_leaves_the_goals_unsaid
     assert found["time_words"].startswith("FSDP2 bf16 did not run") and found["memory_words"] == ""
     table = memory_table(rows)
     assert list(table["FSDP2 bf16"]) == ["OOM"] and table["FSDP2"].iloc[0].count(" / ") == 1
+
+
+def test_the_memory_table_of_setups_that_all_ran_out_of_memory_says_so_in_each_column():
+    names = ["FSDP (ours)", "FSDP2", "FSDP (ours) bf16", "FSDP2 bf16"]
+    table = memory_table([{"optimizer": name, "status": "OOM", "params": 10**9} for name in names])
+    assert list(table.columns) == ["iteration", "point"] + names and table[names].iloc[0].tolist() == ["OOM"] * 4
+    assert "nan" not in report.markdown_table(table)
 
 
 @pytest.mark.parametrize("ours_vs_torch, words", [(-30.0, "faster than PyTorch's reducer"),

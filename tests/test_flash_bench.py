@@ -282,6 +282,15 @@ def test_hopper_backward_facts_sort_shapes_by_which_backward_is_faster():
     assert "not measured" in hopper.backward_facts(None)["vs_triton_words"]
 
 
+def test_hopper_backward_facts_give_one_ratio_where_the_range_has_one_value():
+    ratio = np.random.default_rng().uniform(1.01, 1.5)
+    rows = [{"shape": "1×16×1024×128", "causal": True, "impl": impl, "ms": ms} for impl, ms in
+            (("SDPA cuDNN", 1.0), ("ours (Triton)", 1.0), ("CUDA C++ (Hopper)", ratio))]
+    facts = hopper.backward_facts(pd.DataFrame(rows))
+    assert facts["vs_triton_words"] == f"slower than our Triton backward at every shape ({ratio:.2f} times its time)"
+    assert facts["vs_cudnn_words"] == f"{ratio:.2f} times cuDNN's time"
+
+
 @pytest.mark.parametrize("items, words", [([], ""), (["a"], "a"), (["a", "b"], "a and b"), (["a", "b", "c"], "a, b and c")])
 def test_listed_joins_items_as_prose_does(items, words):
     assert report.listed(items) == words

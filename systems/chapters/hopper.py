@@ -171,13 +171,13 @@ def backward_facts(backward: pd.DataFrame | None, impl: str = "CUDA C++ (Hopper)
     ms = backward.assign(label=label).pivot_table(index="label", columns="impl", values="ms", sort=False)
     over_triton, over_cudnn = ms[impl] / ms["ours (Triton)"], ms[impl] / ms["SDPA cuDNN"]
 
-    def where(ratios: pd.Series) -> str:
-        spread = f"{ratios.min():.2f} to {ratios.max():.2f}" if len(ratios) > 1 else f"{ratios.iloc[0]:.2f}"
-        return f"{listed(ratios.index)} ({spread} times its time)"
+    def span(ratios: pd.Series) -> str:
+        low, high = f"{ratios.min():.2f}", f"{ratios.max():.2f}"
+        return low if low == high else f"{low} to {high}"
 
     faster, slower = over_triton[over_triton < 1], over_triton[over_triton >= 1]
-    parts = [f"faster than our Triton backward at {where(faster)}"] if len(faster) else []
-    parts += [f"slower at {where(slower)}" if parts else f"slower than our Triton backward at every shape "
-              f"({slower.min():.2f} to {slower.max():.2f} times its time)"] if len(slower) else []
-    return {"vs_triton_words": ", ".join(parts),
-            "vs_cudnn_words": f"{over_cudnn.min():.2f} to {over_cudnn.max():.2f} times cuDNN's time"}
+    parts = [f"faster than our Triton backward at {listed(faster.index)} ({span(faster)} times its time)"] \
+        if len(faster) else []
+    parts += [f"slower at {listed(slower.index)} ({span(slower)} times its time)" if parts else
+              f"slower than our Triton backward at every shape ({span(slower)} times its time)"] if len(slower) else []
+    return {"vs_triton_words": ", ".join(parts), "vs_cudnn_words": f"{span(over_cudnn)} times cuDNN's time"}

@@ -15,6 +15,8 @@ def memory_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """One row per iteration and point, one column per optimizer: allocated there / peak since the previous
     point (GiB), the larger of the ranks; "OOM" down the column of one that ran out of memory."""
     memory = pd.DataFrame([{"optimizer": r["optimizer"], **m} for r in rows for m in r.get("memory", [])])
+    if memory.empty:
+        return pd.DataFrame([{"iteration": "", "point": "", **{r["optimizer"]: r.get("status", "") for r in rows}}])
     cells = memory.assign(cell=[f"{a / 1024:.3g} / {p / 1024:.3g}" for a, p in zip(memory.allocated_mb, memory.peak_mb)])
     table = cells.pivot_table(index=["iteration", "point"], columns="optimizer", values="cell", aggfunc="first",
                               sort=False).reset_index()
