@@ -59,7 +59,7 @@ from systems.model import (ModelConfig, TransformerLM, add_model_arguments, chec
                            parameter_count, preset)
 from systems.parallel import NAMES, TrainStep, wrap
 from systems.recompute import RECOMPUTE
-from systems.train_checks import check_launch, check_machine, check_settings
+from systems.train_checks import check_checkpoints_kept, check_launch, check_machine, check_settings
 
 WRAPPERS = NAMES
 
@@ -167,6 +167,8 @@ class _Run:
         self.data = TokenData.from_spec(cfg.data, cfg.model.vocab_size, cfg.seed)
         self.data.check_context(cfg.model.context_length)
         ckpt = checkpoint.load(cfg.resume) if cfg.resume else None
+        if cfg.checkpoint_dir:
+            check_checkpoints_kept(Path(cfg.checkpoint_dir), train_state.resume_step(ckpt, cfg.resume) if ckpt else 0)
         self.n_params = parameter_count(cfg.model)
         torch.manual_seed(cfg.seed)  # the same initial weights on every rank (the wrappers broadcast them anyway)
         with torch.device(self.device):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,19 @@ def writable_folder(path: Path, what: str) -> None:
         raise ValueError(f"cannot create the {what} folder {path}: {exc.strerror}") from None
     if not os.access(path, os.W_OK):
         raise ValueError(f"cannot write to the {what} folder {path}")
+
+
+def check_checkpoints_kept(folder: Path, start: int) -> None:
+    """Refuse a run that would write over checkpoints in ``folder`` from steps after ``start``, where it begins: another
+    run's, or this run's own past the checkpoint it resumes from. Each is a file the user has, and this run's
+    ``step_N.pt`` files would replace them."""
+    later = sorted((int(m.group(1)), p.name) for p in folder.glob("step_*.pt")
+                   if (m := re.fullmatch(r"step_(\d+)\.pt", p.name)) and int(m.group(1)) > start)
+    if later:
+        names = ", ".join(name for _, name in later[:3]) + (f" and {len(later) - 3} more" if len(later) > 3 else "")
+        raise ValueError(f"the checkpoint folder {folder} holds {names}, from after step {start} where this run "
+                         f"begins, and the run would write over them: resume from {folder / later[-1][1]}, or "
+                         "choose another --checkpoint-dir")
 
 
 def check_launch(cfg: Any, world: int, group: bool) -> None:

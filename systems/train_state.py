@@ -129,6 +129,12 @@ def _described(identity: dict) -> str:
     return "(random tokens)"
 
 
+def resume_step(state: Any, path) -> int:
+    """The step a checkpoint resumes at, its fields checked first (:class:`CheckpointError` naming what is wrong)."""
+    _check_fields(state, path)
+    return state["step"]
+
+
 def check_resumable(state: dict, path, settings: dict, model: torch.nn.Module, data_identity: dict) -> None:
     """Refuse (ValueError naming the fields) a checkpoint ``model`` cannot use (:func:`check`), one of another model,
     or one of another run (:func:`differences`) unless ``settings["resume_anyway"]``."""

@@ -127,6 +127,21 @@ def test_resume_refuses_another_model(tmp_path):
         train(cfg(replace(MODEL, d_model=64), resume=str(tmp_path / "step_000001.pt")))
 
 
+def test_a_run_never_writes_over_checkpoints_it_did_not_start_from(tmp_path):
+    train(cfg(max_steps=4, checkpoint_dir=str(tmp_path), checkpoint_every=2))
+    before = {p.name: p.read_bytes() for p in tmp_path.glob("step_*.pt")}
+    assert sorted(before) == ["step_000002.pt", "step_000004.pt"]
+    with pytest.raises(ValueError, match=r"holds step_000002.pt, step_000004.pt, from after step 0 .* resume from "
+                                         r".*step_000004.pt"):
+        train(cfg(max_steps=4, seed=1, checkpoint_dir=str(tmp_path), checkpoint_every=2))  # another run, same folder
+    with pytest.raises(ValueError, match="holds step_000004.pt, from after step 2"):
+        train(cfg(max_steps=4, checkpoint_dir=str(tmp_path), resume=str(tmp_path / "step_000002.pt")))
+    assert {p.name: p.read_bytes() for p in tmp_path.glob("step_*.pt")} == before
+    resumed = train(cfg(max_steps=6, checkpoint_dir=str(tmp_path), resume=str(tmp_path / "step_000004.pt"),
+                        resume_anyway=True))  # from the latest: nothing of the folder's is written over
+    assert [r["step"] for r in resumed] == [4, 5] and (tmp_path / "step_000006.pt").exists()
+
+
 def test_byte_level_text_data(text_file):
     data = TokenData.from_text(text_file, vocab_size=300)
     raw = TEXT.encode()
