@@ -18,8 +18,10 @@ the optimizer (consolidated when sharded, so it resumes at any world size and un
 is the data position), the RNG, the run's settings and the data's identity (its contents' hash). Resuming checks the file as a
 schema first (:mod:`systems.train_state`), then refuses a checkpoint whose settings differ from the
 run's in anything that changes the loss curve (the model, data, seed, batch, schedule, optimizer, precision)
-and names the fields, unless ``--resume-anyway``. A loss or gradient norm that is not finite stops the run
-with the step named and a non-zero exit (``--max-bad-steps`` skips that many such steps first).
+and names the fields, unless ``--resume-anyway``. A run never writes over checkpoints in its folder from after
+the step it begins at (another run's, or its own past the one it resumes from): it refuses to start and names them.
+A loss or gradient norm that is not finite stops the run with the step named and a non-zero exit
+(``--max-bad-steps`` skips that many such steps first).
 
 Nothing the user has is lost to a failure. Every setting is checked before the model is built (ranges, the device,
 the attention on that device, the data's length, the launch environment, a model that cannot fit), and a
