@@ -61,7 +61,8 @@ from systems.model import (ModelConfig, TransformerLM, add_model_arguments, chec
                            parameter_count, preset)
 from systems.parallel import NAMES, TrainStep, wrap
 from systems.recompute import RECOMPUTE
-from systems.train_checks import check_checkpoints_kept, check_launch, check_machine, check_settings
+from systems.train_checks import (check_checkpoints_kept, check_launch, check_machine, check_settings,
+                                   checkpoint_path)
 
 WRAPPERS = NAMES
 
@@ -280,7 +281,7 @@ class _Run:
         # collectives where the state is sharded: every rank gathers; the file holds what one process would save
         optimizer_state = self.strategy.full_optimizer_state_dict(self.optimizer)
         model_state = self.strategy.full_state_dict()
-        path = Path(self.cfg.checkpoint_dir) / f"step_{done:06d}.pt"
+        path = checkpoint_path(Path(self.cfg.checkpoint_dir), done)
         if self.rank == 0:
             checkpoint.save(path, {
                 "model": model_state, "optimizer": optimizer_state, "step": done,

@@ -82,10 +82,15 @@ def writable_folder(path: Path, what: str) -> None:
         raise ValueError(f"cannot write to the {what} folder {path}")
 
 
+def checkpoint_path(folder: Path, step: int) -> Path:
+    """Where a run saves its checkpoint after ``step`` steps (:func:`check_checkpoints_kept` reads the same names)."""
+    return folder / f"step_{step:06d}.pt"
+
+
 def check_checkpoints_kept(folder: Path, start: int) -> None:
     """Refuse a run that would write over checkpoints in ``folder`` from steps after ``start``, where it begins: another
     run's, or this run's own past the checkpoint it resumes from. Each is a file the user has, and this run's
-    ``step_N.pt`` files would replace them."""
+    :func:`checkpoint_path` files would replace them."""
     later = sorted((int(m.group(1)), p.name) for p in folder.glob("step_*.pt")
                    if (m := re.fullmatch(r"step_(\d+)\.pt", p.name)) and int(m.group(1)) > start)
     if later:
