@@ -110,8 +110,9 @@ report.glue_all("hopper_variant", hopper.variant_facts(effects))
 #
 # ## Against cuDNN, forward and backward
 #
-# The registered attention (`get_attention("flash_hopper")`) pairs this forward with our Triton kernels' backward,
-# launched from C++ under one C++ autograd node. Both passes at the table's shapes, as chapter 07's sweep times them
+# The registered attention (`get_attention("flash_hopper")`) pairs this forward with the faster backward for the
+# shape, under one C++ autograd node: the CUDA one of the next section at head dimension 128 from 16,384 keys, our
+# Triton kernels' launched from C++ elsewhere. Both passes at the table's shapes, as chapter 07's sweep times them
 # (inputs (B, H, N, d), the forward with autograd recording, forward+backward), in one process with our Triton
 # kernels and SDPA's two back ends; the share of peak is the achieved FLOP rate (the visible half of a causal score
 # matrix, `systems.flops`) over the GPU's dense bf16 peak ({glue:text}`hopper_peak_tflops:.0f` TFLOP/s).
@@ -163,6 +164,7 @@ report.glue_all("hopper_backward", hopper.backward_facts(backward))
 # %% [markdown]
 # The CUDA backward is {glue:text}`hopper_backward_vs_triton_words`, and {glue:text}`hopper_backward_vs_cudnn_words`.
 # Two passes do seven matrix products per tile pair where a one-pass backward does five, so even at the forward's
-# rate these kernels could not reach cuDNN, and the registered attention keeps the Triton backward. A one-pass version, in which both consumers' dSᵀ meet in shared memory and dQ
+# rate these kernels could not reach cuDNN. The registered attention takes this backward where the runs recorded in
+# the log found it the faster, at head dimension 128 from 16,384 keys, and the Triton one elsewhere. A one-pass version, in which both consumers' dSᵀ meet in shared memory and dQ
 # is added up in global memory, was slower still: the barrier between the consumers held them in step. The
 # experiment log (`book/log.md`) has every attempt with its numbers, and what a next one needs.

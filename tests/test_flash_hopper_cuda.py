@@ -174,8 +174,25 @@ def test_gpu_the_operators_pass_pytorchs_checks():
         torch.library.opcheck(torch.ops.systems_flash.hopper_forward.default,
                               (q.detach(), k.detach(), v.detach(), causal))
         o, L = torch.ops.systems_flash.hopper_forward(q.detach(), k.detach(), v.detach(), causal)
-        torch.library.opcheck(torch.ops.systems_flash.hopper_backward.default,
-                              (q.detach(), k.detach(), v.detach(), o, torch.randn_like(o), L, causal))
+        for backward in (torch.ops.systems_flash.hopper_backward, torch.ops.systems_flash.hopper_attention_backward):
+            torch.library.opcheck(backward.default, (q.detach(), k.detach(), v.detach(), o, torch.randn_like(o), L,
+                                                     causal))
+
+
+@pytest.mark.gpu
+@HOPPER
+@pytest.mark.parametrize("d, n, which", [(128, 16384, "hopper"), (128, 1024, "triton"), (64, 16384, "triton")])
+def test_gpu_the_attention_takes_the_faster_backward_for_the_shape(d, n, which):
+    # the backward under flash_hopper's autograd node is, bit for bit, the one chosen for the shape (dK and dV: the
+    # Triton backward may add dQ up atomically, in an order that changes from call to call)
+    q, k, v, do = (torch.randn(1, 2, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    qkv = [t.clone().requires_grad_() for t in (q, k, v)]
+    got = torch.autograd.grad(flash_attention_hopper(*qkv, is_causal=True), qkv, do)
+    o, L = forward_hopper_cuda(q, k, v, is_causal=True)
+    chosen = backward_hopper_cuda if which == "hopper" else torch.ops.systems_flash.triton_backward
+    want = chosen(q, k, v, o, do, L, True)
+    assert torch.equal(got[1], want[1]) and torch.equal(got[2], want[2])
+    torch.testing.assert_close(got[0], want[0], rtol=0, atol=0 if which == "hopper" else 2e-2)
 
 
 @pytest.mark.gpu
@@ -237,3 +254,6 @@ def test_the_ops_give_their_shapes_without_a_gpu():
         assert L.shape == (2, 3, 5) and L.dtype == torch.float32
     assert str(torch.ops.systems_flash.hopper_attention.default._schema) == \
         "systems_flash::hopper_attention(Tensor q, Tensor k, Tensor v, bool is_causal) -> Tensor"
+    o, L = torch.ops.systems_flash.hopper_forward(q, k, k, True)
+    grads = torch.ops.systems_flash.hopper_attention_backward(q, k, k, o, o, L, True)
+    assert [g.shape for g in grads] == [q.shape, k.shape, k.shape]

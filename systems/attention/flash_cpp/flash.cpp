@@ -213,14 +213,17 @@ TORCH_LIBRARY(systems_flash, m) {
   m.def("backward(Tensor q, Tensor k, Tensor v, Tensor o, Tensor dout, Tensor L, bool is_causal) "
         "-> (Tensor, Tensor, Tensor)");
   m.def("attention(Tensor q, Tensor k, Tensor v, bool is_causal) -> Tensor");
-  // the forward written for Hopper (flash_hopper_ops.cpp, built on sm_90 GPUs only) and its ablation; its attention
-  // takes the backward of the Triton kernels launched from C++ (../flash_triton/host.cpp)
+  // the forward written for Hopper (flash_hopper_ops.cpp, built on sm_90 GPUs only) and its ablation, the backward
+  // written for Hopper, and their attention
   m.def("hopper_forward(Tensor q, Tensor k, Tensor v, bool is_causal) -> (Tensor, Tensor)");
   m.def("hopper_forward_variant(Tensor q, Tensor k, Tensor v, bool is_causal, int stages, bool pingpong, "
         "int consumers) -> (Tensor, Tensor)");
   m.def("hopper_backward(Tensor q, Tensor k, Tensor v, Tensor o, Tensor dout, Tensor L, bool is_causal) "
         "-> (Tensor, Tensor, Tensor)");
   m.def("hopper_attention(Tensor q, Tensor k, Tensor v, bool is_causal) -> Tensor");
+  // hopper_attention's backward: hopper_backward where it is the faster, the Triton kernels' elsewhere
+  m.def("hopper_attention_backward(Tensor q, Tensor k, Tensor v, Tensor o, Tensor dout, Tensor L, bool is_causal) "
+        "-> (Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(systems_flash, CPU, m) {
@@ -234,6 +237,7 @@ TORCH_LIBRARY_IMPL(systems_flash, Meta, m) {
   m.impl("hopper_forward", &forward_meta);
   m.impl("hopper_forward_variant", &hopper_variant_meta);
   m.impl("hopper_backward", &backward_meta);
+  m.impl("hopper_attention_backward", &backward_meta);
 }
 
 TORCH_LIBRARY_IMPL(systems_flash, CompositeExplicitAutograd, m) {

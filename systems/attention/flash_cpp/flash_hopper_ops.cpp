@@ -1,8 +1,9 @@
 // The CUDA kernel of the op systems_flash::hopper_forward (declared with its Meta kernel in flash.cpp; the kernel in
 // flash_hopper_forward.cu, built for sm_90a only) and of hopper_forward_variant, the same forward with its ring depth
-// and ping-pong chosen for the ablation; and of hopper_backward (flash_hopper_backward.cu). hopper_attention ties the
-// forward to the Triton kernels' backward launched from C++ (systems_flash::triton_backward, ../flash_triton/host.cpp)
-// under the C++ autograd node of flash_autograd.h.
+// and ping-pong chosen for the ablation; of hopper_backward (flash_hopper_backward.cu); and of
+// hopper_attention_backward, which takes hopper_backward where it is the faster and the Triton kernels' backward
+// launched from C++ elsewhere (systems_flash::triton_backward, ../flash_triton/host.cpp). hopper_attention ties the
+// forward to that backward under the C++ autograd node of flash_autograd.h.
 
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -60,10 +61,26 @@ std::tuple<Tensor, Tensor, Tensor> hopper_backward(const Tensor& q, const Tensor
   return run_backward(systems_flash_hopper::backward, q, k, v, o, dout, L, is_causal);
 }
 
+// From this many keys at head dim 128 hopper_backward is faster than the Triton kernels' backward; at fewer keys, and
+// at head dim 64, it is slower (book/log.md, 2026-11-26)
+constexpr int64_t kHopperBackwardFromKeys = 16384;
+
+struct TritonBackward {
+  static constexpr const char* backward = "systems_flash::triton_backward";
+};
+
+std::tuple<Tensor, Tensor, Tensor> hopper_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                             const Tensor& o, const Tensor& dout, const Tensor& L,
+                                                             bool is_causal) {
+  if (q.size(3) == 128 && k.size(2) >= kHopperBackwardFromKeys) {
+    return hopper_backward(q, k, v, o, dout, L, is_causal);
+  }
+  return systems_flash::backward_op<TritonBackward>().call(q, k, v, o, dout, L, is_causal);
+}
+
 struct HopperOps {
   static constexpr const char* forward = "systems_flash::hopper_forward";
-  // the Triton kernels' backward: faster than hopper_backward at most shapes measured (book/log.md)
-  static constexpr const char* backward = "systems_flash::triton_backward";
+  static constexpr const char* backward = "systems_flash::hopper_attention_backward";
 };
 
 }  // namespace
@@ -72,6 +89,7 @@ TORCH_LIBRARY_IMPL(systems_flash, CUDA, m) {
   m.impl("hopper_forward", &hopper_forward);
   m.impl("hopper_forward_variant", &hopper_forward_variant);
   m.impl("hopper_backward", &hopper_backward);
+  m.impl("hopper_attention_backward", &hopper_attention_backward);
 }
 
 TORCH_LIBRARY_IMPL(systems_flash, CompositeExplicitAutograd, m) {
