@@ -29,10 +29,11 @@ GPU = pytest.mark.skipif(not (torch.cuda.is_available() and torch.cuda.get_devic
 SOURCES = Path(flash_cpp.__file__).parent
 NVCC = shutil.which("nvcc") or next((str(p) for p in [Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" /
                                                       "nvcc"] if p.exists()), None)
-# every kernel instantiation a launch can reach: 2 dtypes x 2 head dims x causal or not, per kernel
+# every kernel instantiation a launch can reach: 2 dtypes x 2 head dims x causal or not, per kernel (the dK/dV pass
+# also one pass or two)
 KERNELS = {"flash_cuda_forward.cu": {"flash_fwd_kernel": 8},
-           "flash_cuda_backward.cu": {"flash_bwd_dkdv_kernel": 8, "flash_bwd_dq_kernel": 8,
-                                      "flash_bwd_preprocess_kernel": 2}}
+           "flash_cuda_backward.cu": {"flash_bwd_dkdv_kernel": 16, "flash_bwd_dq_kernel": 8,
+                                      "flash_bwd_preprocess_kernel": 2, "flash_bwd_scale_dq_kernel": 2}}
 
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit) to compile the kernels")
@@ -110,6 +111,27 @@ def test_gpu_matches_the_oracle(case, is_causal):
     batch, n_q, n_k, d, dtype, contiguous = CASES[case]
     q, k, v = make_qkv(batch, n_q, n_k, d, dtype=dtype, contiguous=contiguous)
     check_against_reference(flash_attention_cuda, q, k, v, is_causal, TOL[dtype], logsumexp=logsumexp)
+
+
+@pytest.mark.gpu
+@GPU
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("case", [1, 4, 6], ids=lambda c: f"{CASES[c][1]}x{CASES[c][2]}-d{CASES[c][3]}")
+def test_gpu_deterministic_mode_takes_two_passes_that_repeat_bit_for_bit(case, is_causal):
+    # by default dQ is added up in the dK/dV pass in any order (the oracle tests above run that way); asked for
+    # deterministic algorithms, the backward takes two passes: right, and the same bits every time
+    batch, n_q, n_k, d, dtype, contiguous = CASES[case]
+    q, k, v = make_qkv(batch, n_q, n_k, d, dtype=dtype, contiguous=contiguous)
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        check_against_reference(flash_attention_cuda, q, k, v, is_causal, TOL[dtype], logsumexp=logsumexp)
+        do = torch.randn_like(q)
+        runs = [torch.autograd.grad(flash_attention_cuda(q, k, v, is_causal), (q, k, v), do) for _ in range(3)]
+    finally:
+        torch.use_deterministic_algorithms(was)
+    for run in runs[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(run, runs[0]))
 
 
 @pytest.mark.gpu

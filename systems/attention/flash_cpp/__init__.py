@@ -9,7 +9,9 @@ with ``TORCH_LIBRARY`` (``flash.cpp``), the backward is a ``torch::autograd::Fun
 
     CPU    flash.cpp: one (batch, head) per thread, fp32 or fp64 (16-bit inputs widened)
     CUDA   flash_cuda_forward.cu, flash_cuda_backward.cu: tensor-core products (mma.sync, compute capability 8.0 or
-           newer), fp16 and bf16, head dims 64 and 128, any sequence lengths; flash_cuda_ops.cpp registers them
+           newer), fp16 and bf16, head dims 64 and 128, any sequence lengths; flash_cuda_ops.cpp registers them.
+           The backward adds dQ up in its dK/dV pass, in any order, so dQ's last bits can differ from run to run
+           (as in FlashAttention-2); under ``torch.use_deterministic_algorithms(True)`` it takes two passes.
 
 and the kernels written for Hopper (flash_hopper_forward.cu, flash_hopper_backward.cu, their ops in
 flash_hopper_ops.cpp) are a third extension, built for sm_90a only: :mod:`.hopper`.

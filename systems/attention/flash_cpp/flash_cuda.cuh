@@ -31,6 +31,7 @@ struct Element;
 
 template <>
 struct Element<__half> {
+  static __device__ __forceinline__ __half round(float x) { return __float2half_rn(x); }
   static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
     const __half2 two = __floats2half2_rn(lo, hi);
     uint32_t bits;
@@ -54,6 +55,7 @@ struct Element<__half> {
 
 template <>
 struct Element<__nv_bfloat16> {
+  static __device__ __forceinline__ __nv_bfloat16 round(float x) { return __float2bfloat16_rn(x); }
   static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
     const __nv_bfloat162 two = __floats2bfloat162_rn(lo, hi);
     uint32_t bits;

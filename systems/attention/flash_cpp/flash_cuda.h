@@ -31,8 +31,10 @@ inline bool supported_head_dim(int d) { return d == 64 || d == 128; }
 // O and the log-sum-exp L (fp32, (B, H, Nq) contiguous, natural log) from Q, K, V. Returns the launch's error.
 cudaError_t forward(const Problem& problem, Rows q, Rows k, Rows v, Rows o, float* L, cudaStream_t stream);
 
-// dQ, dK, dV from the forward's inputs, O, dO and L; delta is fp32 scratch of L's shape (rowsum(dO * O)).
+// dQ, dK, dV from the forward's inputs, O, dO and L; delta is fp32 scratch of L's shape (rowsum(dO * O)). With
+// dq_acc (fp32 zeros, (B, H, Nq, d) contiguous) one pass that adds dQ up in any order; with nullptr two passes, the
+// gradients the same bit for bit from run to run.
 cudaError_t backward(const Problem& problem, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L, float* delta,
-                     Rows dq, Rows dk, Rows dv, cudaStream_t stream);
+                     Rows dq, Rows dk, Rows dv, float* dq_acc, cudaStream_t stream);
 
 }  // namespace systems_flash_cuda

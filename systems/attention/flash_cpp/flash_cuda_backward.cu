@@ -11,9 +11,14 @@
 //                  S = Q K^T,  P = exp2(S scale log2e - L log2e),  dP = dO V^T,  dS = P * (dP - delta),  dQ += dS K
 //
 // Each pass computes its rows' S and dP transposed so that the warp's own rows are the products' rows: P^T and dS^T
-// (or dS) then feed the next products from registers, as P does in the forward. Seven products per pair of tiles,
-// against five where dQ is added up atomically in the dK/dV pass (FlashAttention-2's way), which is not
-// deterministic.
+// (or dS) then feed the next products from registers, as P does in the forward. Seven products per pair of tiles.
+//
+// One pass, FlashAttention-2's way, where deterministic algorithms are not asked for: the dK/dV pass also adds each
+// query tile's share of dQ (dS K over its keys) into an fp32 buffer, red.global.add, and a last kernel scales and
+// rounds it. Five products per pair of tiles; the additions land in any order, so dQ's last bits vary between runs.
+//   dK/dV pass   ... as above, then dS^T into shared memory as dS (queries as rows), and after a barrier
+//                  dQ_acc += dS K   (each warp a 16-query by 32-column part of the tile's dQ)
+//   dQ scaling   dQ = dQ_acc * scale, in T
 
 #include "flash_cuda.cuh"
 
@@ -41,12 +46,36 @@ __global__ void __launch_bounds__(256)
   if (lane == 0) delta[index] = sum;
 }
 
-template <typename T, int HEAD_DIM, int NUM_WARPS, int BLOCK_Q, bool CAUSAL>
+// dQ_acc += this lane's part of a (16, 32) C tile of dQ, rows `row` and row + 8, columns col..col + 31; rows past n_rows
+// are not added. sm_90 adds two floats per instruction.
+__device__ __forceinline__ void add_to_global(float* acc, int head_dim, const float (&c)[4][4], int row, int col,
+                                              int n_rows, int g, int t) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = row + g + 8 * half;
+    if (r >= n_rows) continue;
+#pragma unroll
+    for (int n = 0; n < 4; ++n) {
+      float* to = acc + int64_t(r) * head_dim + col + n * 8 + 2 * t;
+#if __CUDA_ARCH__ >= 900
+      asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(to), "f"(c[n][2 * half]), "f"(c[n][2 * half + 1])
+                   : "memory");
+#else
+      atomicAdd(to, c[n][2 * half]);
+      atomicAdd(to + 1, c[n][2 * half + 1]);
+#endif
+    }
+  }
+}
+
+template <typename T, int HEAD_DIM, int NUM_WARPS, int BLOCK_Q, bool CAUSAL, bool ADD_DQ>
 __global__ void __launch_bounds__(NUM_WARPS * 32)
     flash_bwd_dkdv_kernel(const Problem problem, const Rows Q, const Rows K, const Rows V, const Rows DO,
-                          const float* L, const float* delta, const Rows DK, const Rows DV) {
+                          const float* L, const float* delta, const Rows DK, const Rows DV, float* dq_acc) {
   constexpr int BLOCK_K = 16 * NUM_WARPS, THREADS = 32 * NUM_WARPS;
   constexpr int S_TILES = BLOCK_Q / 8, D_TILES = HEAD_DIM / 8;  // 8-column tiles of S^T and of dK, dV
+  // one pass: the tile's dQ is (BLOCK_Q, HEAD_DIM), a (16, 32) part for each warp
+  static_assert(!ADD_DQ || (BLOCK_Q / 16) * (HEAD_DIM / 32) == NUM_WARPS, "one (16, 32) part of dQ per warp");
   extern __shared__ __align__(128) unsigned char shared[];
   T* k_tile = reinterpret_cast<T*>(shared);     // (BLOCK_K, HEAD_DIM)
   T* v_tile = k_tile + BLOCK_K * HEAD_DIM;      // (BLOCK_K, HEAD_DIM)
@@ -54,6 +83,7 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
   T* do_tiles = q_tiles + 2 * BLOCK_Q * HEAD_DIM;
   float* l_rows = reinterpret_cast<float*>(do_tiles + 2 * BLOCK_Q * HEAD_DIM);  // two stages of BLOCK_Q
   float* delta_rows = l_rows + 2 * BLOCK_Q;
+  T* ds_tile = reinterpret_cast<T*>(delta_rows + 2 * BLOCK_Q);  // one pass: dS, (BLOCK_Q, BLOCK_K)
 
   const int h = blockIdx.y, b = blockIdx.z, k0 = blockIdx.x * BLOCK_K;  // causal: the first tiles see the most
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -117,9 +147,39 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
       }
     }
 
+    if constexpr (ADD_DQ) {  // dS^T's elements into dS's rows (queries) and columns (keys)
+#pragma unroll
+      for (int n = 0; n < S_TILES; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          ds_tile[swizzled<BLOCK_K>(n * 8 + 2 * t + (e & 1), warp * 16 + g + 8 * (e >> 1))] = Element<T>::round(dpt[n][e]);
+        }
+      }
+    }
+
     // dV += P^T dO, dK += dS^T Q: the k of these products runs over the tile's queries
     add_product<HEAD_DIM>(dv, st, do_tile, lane);
     add_product<HEAD_DIM>(dk, dpt, q_tile, lane);
+
+    if constexpr (ADD_DQ) {  // dQ_acc += dS K over the block's keys, once every warp's dS is in
+      __syncthreads();
+      constexpr int ROW_PARTS = BLOCK_Q / 16;
+      const int row0 = (warp % ROW_PARTS) * 16, col0 = (warp / ROW_PARTS) * 32;
+      float dq[4][4] = {};
+#pragma unroll
+      for (int kk = 0; kk < BLOCK_K / 16; ++kk) {
+        uint32_t a[4];
+        load_a<BLOCK_K>(a, ds_tile, row0, kk * 16, lane);
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+          uint32_t b[4];
+          load_b_rows_are_k<HEAD_DIM>(b, k_tile, kk * 16, col0 + n * 16, lane);
+          Element<T>::mma(dq[2 * n], a, b[0], b[1]);
+          Element<T>::mma(dq[2 * n + 1], a, b[2], b[3]);
+        }
+      }
+      add_to_global(dq_acc + bh * n_queries * HEAD_DIM, HEAD_DIM, dq, q0 + row0, col0, n_queries, g, t);
+    }
     __syncthreads();
   }
   cp_async_wait<0>();  // no tile walked (causal keys past the last query): K and V's copies still end here
@@ -196,12 +256,30 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
   store_rows<D_TILES>(head_rows<T>(DQ, b, h), DQ.row_stride, dq, row, n_queries, t, scale);
 }
 
+// dQ = dQ_acc * scale in T, 8 elements a thread: the one-pass backward's last step.
+template <typename T>
+__global__ void __launch_bounds__(256)
+    flash_bwd_scale_dq_kernel(const Problem problem, const float* dq_acc, const Rows DQ) {
+  const int chunks = problem.head_dim / 8;
+  const int64_t index = int64_t(blockIdx.x) * 256 + threadIdx.x;  // ((b, h, i) flattened, chunk)
+  if (index >= int64_t(problem.batch) * problem.heads * problem.n_queries * chunks) return;
+  const int64_t row = index / chunks;
+  const int col = int(index % chunks) * 8, i = row % problem.n_queries, bh = row / problem.n_queries;
+  const float4* from = reinterpret_cast<const float4*>(dq_acc + row * problem.head_dim + col);
+  const float4 lo = from[0], hi = from[1];
+  const float s = problem.scale;
+  const uint4 packed = {Element<T>::pack(lo.x * s, lo.y * s), Element<T>::pack(lo.z * s, lo.w * s),
+                        Element<T>::pack(hi.x * s, hi.y * s), Element<T>::pack(hi.z * s, hi.w * s)};
+  *reinterpret_cast<uint4*>(head_rows<T>(DQ, bh / problem.heads, bh % problem.heads) + i * DQ.row_stride + col) =
+      packed;
+}
+
 // Tiles per head dim, as wide as the registers allow without spilling: the dK/dV pass holds dK and dV (2 x 32 floats
 // a lane at head dim 64, 2 x 64 at 128) besides S^T and dP^T (BLOCK_Q / 2 floats each); the dQ pass holds dQ besides
-// S and dP.
+// S and dP. With dq_acc, one pass: the dK/dV pass adds dQ up there, and a last kernel scales it into dq.
 template <typename T, int HEAD_DIM, bool CAUSAL>
 cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L, float* delta,
-                            Rows dq, Rows dk, Rows dv, cudaStream_t stream) {
+                            Rows dq, Rows dk, Rows dv, float* dq_acc, cudaStream_t stream) {
   constexpr int NUM_WARPS = 8, DKDV_BLOCK_Q = HEAD_DIM == 64 ? 64 : 32, DQ_BLOCK_K = 64;
   constexpr int BLOCK_ROWS = 16 * NUM_WARPS;  // the keys of a dK/dV block, the queries of a dQ block
   const int64_t rows = int64_t(p.batch) * p.heads * p.n_queries;
@@ -209,11 +287,21 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
   cudaError_t error = cudaGetLastError();
   if (error != cudaSuccess) return error;
 
-  constexpr int DKDV_SHARED = 2 * (BLOCK_ROWS + 2 * DKDV_BLOCK_Q) * HEAD_DIM * sizeof(T) + 4 * DKDV_BLOCK_Q * 4;
-  constexpr auto dkdv = flash_bwd_dkdv_kernel<T, HEAD_DIM, NUM_WARPS, DKDV_BLOCK_Q, CAUSAL>;
-  if ((error = allow_shared<dkdv>(DKDV_SHARED)) != cudaSuccess) return error;
   const dim3 dkdv_grid((p.n_keys + BLOCK_ROWS - 1) / BLOCK_ROWS, p.heads, p.batch);
-  dkdv<<<dkdv_grid, NUM_WARPS * 32, DKDV_SHARED, stream>>>(p, q, k, v, dout, L, delta, dk, dv);
+  constexpr int DKDV_SHARED = 2 * (BLOCK_ROWS + 2 * DKDV_BLOCK_Q) * HEAD_DIM * sizeof(T) + 4 * DKDV_BLOCK_Q * 4;
+  if (dq_acc != nullptr) {
+    constexpr int SHARED = DKDV_SHARED + DKDV_BLOCK_Q * BLOCK_ROWS * sizeof(T);  // and the tile's dS
+    constexpr auto dkdv = flash_bwd_dkdv_kernel<T, HEAD_DIM, NUM_WARPS, DKDV_BLOCK_Q, CAUSAL, true>;
+    if ((error = allow_shared<dkdv>(SHARED)) != cudaSuccess) return error;
+    dkdv<<<dkdv_grid, NUM_WARPS * 32, SHARED, stream>>>(p, q, k, v, dout, L, delta, dk, dv, dq_acc);
+    if ((error = cudaGetLastError()) != cudaSuccess) return error;
+    const int64_t chunks = rows * (HEAD_DIM / 8);
+    flash_bwd_scale_dq_kernel<T><<<(chunks + 255) / 256, 256, 0, stream>>>(p, dq_acc, dq);
+    return cudaGetLastError();
+  }
+  constexpr auto dkdv = flash_bwd_dkdv_kernel<T, HEAD_DIM, NUM_WARPS, DKDV_BLOCK_Q, CAUSAL, false>;
+  if ((error = allow_shared<dkdv>(DKDV_SHARED)) != cudaSuccess) return error;
+  dkdv<<<dkdv_grid, NUM_WARPS * 32, DKDV_SHARED, stream>>>(p, q, k, v, dout, L, delta, dk, dv, nullptr);
   if ((error = cudaGetLastError()) != cudaSuccess) return error;
 
   constexpr int DQ_SHARED = 2 * (BLOCK_ROWS + 2 * DQ_BLOCK_K) * HEAD_DIM * sizeof(T);
@@ -225,10 +313,10 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
 }
 
 cudaError_t backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L, float* delta,
-                     Rows dq, Rows dk, Rows dv, cudaStream_t stream) {
+                     Rows dq, Rows dk, Rows dv, float* dq_acc, cudaStream_t stream) {
   return launch_for_problem(p, [&](auto type, auto head_dim, auto causal) {
     return launch_backward<typename decltype(type)::type, decltype(head_dim)::value, decltype(causal)::value>(
-        p, q, k, v, o, dout, L, delta, dq, dk, dv, stream);
+        p, q, k, v, o, dout, L, delta, dq, dk, dv, dq_acc, stream);
   });
 }
 
