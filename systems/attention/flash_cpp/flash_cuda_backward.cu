@@ -46,8 +46,8 @@ __global__ void __launch_bounds__(256)
   if (lane == 0) delta[index] = sum;
 }
 
-// dQ_acc += this lane's part of a (16, 32) C tile of dQ, rows `row` and row + 8, columns col..col + 31; rows past n_rows
-// are not added. sm_90 adds two floats per instruction.
+// dQ_acc += this lane's part of a (16, 32) C tile of dQ, rows `row` and row + 8, columns col..col + 31; rows past
+// n_rows are not added. sm_90 adds two floats per instruction.
 __device__ __forceinline__ void add_to_global(float* acc, int head_dim, const float (&c)[4][4], int row, int col,
                                               int n_rows, int g, int t) {
 #pragma unroll
@@ -152,7 +152,8 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
       for (int n = 0; n < S_TILES; ++n) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          ds_tile[swizzled<BLOCK_K>(n * 8 + 2 * t + (e & 1), warp * 16 + g + 8 * (e >> 1))] = Element<T>::round(dpt[n][e]);
+          const int query = n * 8 + 2 * t + (e & 1), key = warp * 16 + g + 8 * (e >> 1);
+          ds_tile[swizzled<BLOCK_K>(query, key)] = Element<T>::round(dpt[n][e]);
         }
       }
     }
@@ -287,22 +288,25 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
   cudaError_t error = cudaGetLastError();
   if (error != cudaSuccess) return error;
 
-  const dim3 dkdv_grid((p.n_keys + BLOCK_ROWS - 1) / BLOCK_ROWS, p.heads, p.batch);
-  constexpr int DKDV_SHARED = 2 * (BLOCK_ROWS + 2 * DKDV_BLOCK_Q) * HEAD_DIM * sizeof(T) + 4 * DKDV_BLOCK_Q * 4;
+  // the dK/dV pass, adding dQ up too (one pass) or not
+  const auto dkdv_pass = [&](auto one_pass) {
+    constexpr bool ADD_DQ = decltype(one_pass)::value;
+    constexpr int SHARED = 2 * (BLOCK_ROWS + 2 * DKDV_BLOCK_Q) * HEAD_DIM * sizeof(T) + 4 * DKDV_BLOCK_Q * 4 +
+                           (ADD_DQ ? DKDV_BLOCK_Q * BLOCK_ROWS * sizeof(T) : 0);  // and one pass: the tile's dS
+    constexpr auto dkdv = flash_bwd_dkdv_kernel<T, HEAD_DIM, NUM_WARPS, DKDV_BLOCK_Q, CAUSAL, ADD_DQ>;
+    const cudaError_t allowed = allow_shared<dkdv>(SHARED);
+    if (allowed != cudaSuccess) return allowed;
+    const dim3 grid((p.n_keys + BLOCK_ROWS - 1) / BLOCK_ROWS, p.heads, p.batch);
+    dkdv<<<grid, NUM_WARPS * 32, SHARED, stream>>>(p, q, k, v, dout, L, delta, dk, dv, dq_acc);
+    return cudaGetLastError();
+  };
   if (dq_acc != nullptr) {
-    constexpr int SHARED = DKDV_SHARED + DKDV_BLOCK_Q * BLOCK_ROWS * sizeof(T);  // and the tile's dS
-    constexpr auto dkdv = flash_bwd_dkdv_kernel<T, HEAD_DIM, NUM_WARPS, DKDV_BLOCK_Q, CAUSAL, true>;
-    if ((error = allow_shared<dkdv>(SHARED)) != cudaSuccess) return error;
-    dkdv<<<dkdv_grid, NUM_WARPS * 32, SHARED, stream>>>(p, q, k, v, dout, L, delta, dk, dv, dq_acc);
-    if ((error = cudaGetLastError()) != cudaSuccess) return error;
+    if ((error = dkdv_pass(std::true_type{})) != cudaSuccess) return error;
     const int64_t chunks = rows * (HEAD_DIM / 8);
     flash_bwd_scale_dq_kernel<T><<<(chunks + 255) / 256, 256, 0, stream>>>(p, dq_acc, dq);
     return cudaGetLastError();
   }
-  constexpr auto dkdv = flash_bwd_dkdv_kernel<T, HEAD_DIM, NUM_WARPS, DKDV_BLOCK_Q, CAUSAL, false>;
-  if ((error = allow_shared<dkdv>(DKDV_SHARED)) != cudaSuccess) return error;
-  dkdv<<<dkdv_grid, NUM_WARPS * 32, DKDV_SHARED, stream>>>(p, q, k, v, dout, L, delta, dk, dv, nullptr);
-  if ((error = cudaGetLastError()) != cudaSuccess) return error;
+  if ((error = dkdv_pass(std::false_type{})) != cudaSuccess) return error;
 
   constexpr int DQ_SHARED = 2 * (BLOCK_ROWS + 2 * DQ_BLOCK_K) * HEAD_DIM * sizeof(T);
   constexpr auto dq_kernel = flash_bwd_dq_kernel<T, HEAD_DIM, NUM_WARPS, DQ_BLOCK_K, CAUSAL>;

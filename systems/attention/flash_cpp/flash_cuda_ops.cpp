@@ -34,7 +34,7 @@ std::tuple<Tensor, Tensor, Tensor> backward_cuda(const Tensor& q, const Tensor& 
                                                  const Tensor& dout, const Tensor& L, bool is_causal) {
   Tensor dq_acc;
   if (!at::globalContext().deterministicAlgorithms()) {
-    dq_acc = at::zeros({q.size(0), q.size(1), q.size(2), q.size(3)}, q.options().dtype(at::kFloat));
+    dq_acc = at::zeros(q.sizes(), q.options().dtype(at::kFloat));  // contiguous, whatever q's strides
   }
   float* acc = dq_acc.defined() ? dq_acc.data_ptr<float>() : nullptr;
   const auto launch = [acc](const cuda::Problem& p, cuda::Rows q, cuda::Rows k, cuda::Rows v, cuda::Rows o,

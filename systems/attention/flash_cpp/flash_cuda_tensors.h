@@ -68,8 +68,8 @@ inline void check_launch(cudaError_t error) {
   TORCH_CHECK(error == cudaSuccess, "systems_flash (CUDA): kernel launch failed: ", cudaGetErrorString(error));
 }
 
-// The backward op's body for a kernel launcher with systems_flash_hopper::backward's signature: the inputs checked, made readable, the
-// gradients laid out as the Meta kernel promises.
+// The backward op's body for a kernel launcher with systems_flash_hopper::backward's signature: the inputs checked,
+// made readable, the gradients laid out as the Meta kernel promises.
 template <typename Launch>
 std::tuple<Tensor, Tensor, Tensor> run_backward(Launch launch, const Tensor& q_in, const Tensor& k_in,
                                                 const Tensor& v_in, const Tensor& o_in, const Tensor& dout_in,
