@@ -118,6 +118,14 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
                : "r"(address));
 }
 
+// Four 8x8 matrices from registers into shared memory, each transposed on the way (sm_90 and later): lanes
+// 8 i..8 i + 7 give the addresses of the eight rows that matrix i (register i, laid out as ldmatrix reads it) becomes.
+__device__ __forceinline__ void stmatrix_x4_trans(const uint32_t (&r)[4], uint32_t address) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(r[0]),
+               "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
 // The A fragment of rows row0..row0+15, columns col0..col0+15 of a shared tile (Q in S = Q K^T). Lane l gives the
 // address of row l % 16, column col0 + 8 (l / 16): the four 8x8 matrices in the order of A's four registers.
 template <int HEAD_DIM, typename T>
@@ -140,17 +148,18 @@ __device__ __forceinline__ void load_b_rows_are_k(uint32_t (&b)[4], const T* til
   ldmatrix_x4_trans(b, shared_address(tile + swizzled<HEAD_DIM>(k0 + lane % 16, n0 + (lane / 16) * 8)));
 }
 
-// S = A_s B_s^T and dP = A_p B_p^T for a warp's 16 rows, rows row0.. of the A tiles; the columns are the rows of the
-// B tiles (TILES x 8 of them), k runs over the head dim. Each backward pass starts a tile with this pair: dK/dV with
-// (K, Q) and (V, dO), dQ with (Q, K) and (dO, V).
-template <int HEAD_DIM, int TILES, typename T>
-__device__ __forceinline__ void scores_and_dp(float (&s)[TILES][4], float (&dp)[TILES][4], const T* a_s, const T* b_s,
-                                              const T* a_p, const T* b_p, int row0, int lane) {
+// S = A_s B_s^T and dP = A_p B_p^T for a warp's 16 rows; the columns are the rows of the B tiles (TILES x 8 of them),
+// k runs over the head dim. Each backward pass starts a tile with this pair: dK/dV with (K, Q) and (V, dO), dQ with
+// (Q, K) and (dO, V). The A operands come as fragments, `a_s(a, kk)` and `a_p(a, kk)` filling `a` for the k step
+// 16 kk..16 kk + 15: read from a shared tile (`shared_fragments`), or held in registers across the walk.
+template <int HEAD_DIM, int TILES, typename T, typename FragmentS, typename FragmentP>
+__device__ __forceinline__ void scores_and_dp(float (&s)[TILES][4], float (&dp)[TILES][4], FragmentS a_s,
+                                              const T* b_s, FragmentP a_p, const T* b_p, int lane) {
 #pragma unroll
   for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
     uint32_t sa[4], pa[4];
-    load_a<HEAD_DIM>(sa, a_s, row0, kk * 16, lane);
-    load_a<HEAD_DIM>(pa, a_p, row0, kk * 16, lane);
+    a_s(sa, kk);
+    a_p(pa, kk);
 #pragma unroll
     for (int n = 0; n < TILES / 2; ++n) {
       uint32_t sb[4], pb[4];
@@ -162,6 +171,12 @@ __device__ __forceinline__ void scores_and_dp(float (&s)[TILES][4], float (&dp)[
       Element<T>::mma(dp[2 * n + 1], pa, pb[2], pb[3]);
     }
   }
+}
+
+// The A fragments of a warp's 16 rows, rows row0.. of a shared tile, as `scores_and_dp` takes them.
+template <int HEAD_DIM, typename T>
+__device__ __forceinline__ auto shared_fragments(const T* tile, int row0, int lane) {
+  return [=](uint32_t(&a)[4], int kk) { load_a<HEAD_DIM>(a, tile, row0, kk * 16, lane); };
 }
 
 // A C fragment pair (two 16x8 tiles, columns 16 kk..16 kk + 15) as the A fragment of the next product, in T.

@@ -68,6 +68,33 @@ __device__ __forceinline__ void add_to_global(float* acc, int head_dim, const fl
   }
 }
 
+// A warp's dS^T (its 16 keys as rows, the tile's queries as columns; fp32 C fragments) into the block's shared dS
+// tile, queries as rows and BLOCK_K keys as columns, rounded to T. sm_90 transposes with stmatrix, four 8x8 matrices
+// an instruction, in the same registers `as_a` packs for dK's product; before it, one element a store.
+template <int BLOCK_K, int S_TILES, typename T>
+__device__ __forceinline__ void store_ds_transposed(T* ds_tile, const float (&dst)[S_TILES][4], int warp, int lane) {
+#if __CUDA_ARCH__ >= 900
+  const int matrix = lane / 8, row = lane % 8;  // the stored row this lane addresses: one query
+#pragma unroll
+  for (int kk = 0; kk < S_TILES / 2; ++kk) {  // matrices: (queries 16 kk.., keys 0..7), (16 kk.., 8..15), (16 kk + 8.., ...)
+    uint32_t a[4];
+    as_a<S_TILES, T>(a, dst, kk);
+    const int query = kk * 16 + (matrix / 2) * 8 + row, key = warp * 16 + (matrix % 2) * 8;
+    stmatrix_x4_trans(a, shared_address(ds_tile + swizzled<BLOCK_K>(query, key)));
+  }
+#else
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int n = 0; n < S_TILES; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int query = n * 8 + 2 * t + (e & 1), key = warp * 16 + g + 8 * (e >> 1);
+      ds_tile[swizzled<BLOCK_K>(query, key)] = Element<T>::round(dst[n][e]);
+    }
+  }
+#endif
+}
+
 template <typename T, int HEAD_DIM, int NUM_WARPS, int BLOCK_Q, bool CAUSAL, bool ADD_DQ>
 __global__ void __launch_bounds__(NUM_WARPS * 32)
     flash_bwd_dkdv_kernel(const Problem problem, const Rows Q, const Rows K, const Rows V, const Rows DO,
@@ -106,8 +133,34 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
   };
   load_tile<BLOCK_K, HEAD_DIM, THREADS>(k_tile, head_rows<T>(K, b, h), K.row_stride, k0, n_keys);
   load_tile<BLOCK_K, HEAD_DIM, THREADS>(v_tile, head_rows<T>(V, b, h), V.row_stride, k0, n_keys);
+  cp_async_commit();
   if (n_tiles > 0) load_query_tile(0, q_start);
   cp_async_commit();
+
+  // The warp's 16 rows of K and V are the A operands of S^T and dP^T for every query tile. At head dim 64 their
+  // fragments stay in registers for the walk (32 a lane); at 128 they would take 64, which dK and dV's accumulators
+  // leave no room for, so they are read from shared memory for each tile.
+  constexpr bool KV_IN_REGISTERS = HEAD_DIM == 64;
+  uint32_t k_rows[KV_IN_REGISTERS ? HEAD_DIM / 16 : 1][4], v_rows[KV_IN_REGISTERS ? HEAD_DIM / 16 : 1][4];
+  if constexpr (KV_IN_REGISTERS) {
+    cp_async_wait<1>();
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
+      load_a<HEAD_DIM>(k_rows[kk], k_tile, warp * 16, kk * 16, lane);
+      load_a<HEAD_DIM>(v_rows[kk], v_tile, warp * 16, kk * 16, lane);
+    }
+  }
+  const auto rows_of = [&](const T* tile, const uint32_t(&in_registers)[KV_IN_REGISTERS ? HEAD_DIM / 16 : 1][4]) {
+    return [&, tile](uint32_t(&a)[4], int kk) {
+      if constexpr (KV_IN_REGISTERS) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a[i] = in_registers[kk][i];
+      } else {
+        load_a<HEAD_DIM>(a, tile, warp * 16, kk * 16, lane);
+      }
+    };
+  };
 
   const float qk_scale = problem.scale * LOG2E;
   const int key = k0 + warp * 16 + g;  // this lane's keys: key and key + 8
@@ -129,7 +182,7 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
     __syncthreads();
 
     float st[S_TILES][4] = {}, dpt[S_TILES][4] = {};  // S^T = K Q^T and dP^T = V dO^T, (16, BLOCK_Q) per warp
-    scores_and_dp<HEAD_DIM>(st, dpt, k_tile, q_tile, v_tile, do_tile, warp * 16, lane);
+    scores_and_dp<HEAD_DIM>(st, dpt, rows_of(k_tile, k_rows), q_tile, rows_of(v_tile, v_rows), do_tile, lane);
 
     // P^T and dS^T into the registers of S^T and dP^T; masked past either sequence's end and above the diagonal
     const bool masked = q0 + BLOCK_Q > n_queries || k0 + BLOCK_K > n_keys || (CAUSAL && q0 < k0 + BLOCK_K - 1);
@@ -147,16 +200,7 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
       }
     }
 
-    if constexpr (ADD_DQ) {  // dS^T's elements into dS's rows (queries) and columns (keys)
-#pragma unroll
-      for (int n = 0; n < S_TILES; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int query = n * 8 + 2 * t + (e & 1), key = warp * 16 + g + 8 * (e >> 1);
-          ds_tile[swizzled<BLOCK_K>(query, key)] = Element<T>::round(dpt[n][e]);
-        }
-      }
-    }
+    if constexpr (ADD_DQ) store_ds_transposed<BLOCK_K>(ds_tile, dpt, warp, lane);
 
     // dV += P^T dO, dK += dS^T Q: the k of these products runs over the tile's queries
     add_product<HEAD_DIM>(dv, st, do_tile, lane);
@@ -235,7 +279,8 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
     const T *k_tile = k_tiles + stage, *v_tile = v_tiles + stage;
 
     float s[S_TILES][4] = {}, dp[S_TILES][4] = {};  // S = Q K^T and dP = dO V^T, (16, BLOCK_K) per warp
-    scores_and_dp<HEAD_DIM>(s, dp, q_tile, k_tile, do_tile, v_tile, warp * 16, lane);
+    scores_and_dp<HEAD_DIM>(s, dp, shared_fragments<HEAD_DIM>(q_tile, warp * 16, lane), k_tile,
+                            shared_fragments<HEAD_DIM>(do_tile, warp * 16, lane), v_tile, lane);
 
     const bool masked = k0 + BLOCK_K > n_keys || (CAUSAL && k0 + BLOCK_K - 1 > q0);
 #pragma unroll
