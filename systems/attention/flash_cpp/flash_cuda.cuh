@@ -239,18 +239,23 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 
 // Rows row0..row0+ROWS-1 of an (n_rows, HEAD_DIM) matrix into a swizzled shared tile, 16 bytes per copy, the threads
-// of the block taking consecutive chunks (coalesced reads); rows past n_rows are zeros. The copies are a loop, not
-// unrolled: unrolled, each copy's addresses are kept in registers across the key loop, and the forward's 32 rows a
-// warp spilled.
+// of the block taking consecutive chunks (coalesced reads); rows past n_rows are zeros. Each thread copies the same
+// column of every ROWS_PER_PASS-th row: a multiple of 8 rows, so the swizzle is the same on each pass and both
+// addresses only step by a constant, and the trip count is known, so the loop needs no remainder code (a loop over
+// chunk indices took ten integer instructions a copy and a remainder loop). Not unrolled: unrolled, each copy's
+// addresses are kept in registers across the key loop, and the forward's 32 rows a warp spilled.
 template <int ROWS, int HEAD_DIM, int THREADS, typename T>
 __device__ __forceinline__ void load_tile(T* tile, const T* matrix, int64_t row_stride, int row0, int n_rows) {
-  constexpr int CHUNKS = HEAD_DIM / 8;
+  constexpr int CHUNKS = HEAD_DIM / 8, ROWS_PER_PASS = THREADS / CHUNKS;
+  static_assert(THREADS % CHUNKS == 0 && ROWS_PER_PASS % 8 == 0 && ROWS % ROWS_PER_PASS == 0,
+                "whole passes of a multiple of 8 rows");
+  const int col = (threadIdx.x % CHUNKS) * 8;
+  uint32_t to = shared_address(tile + swizzled<HEAD_DIM>(threadIdx.x / CHUNKS, col));
 #pragma unroll 1
-  for (int c = threadIdx.x; c < ROWS * CHUNKS; c += THREADS) {
-    const int row = c / CHUNKS, col = (c % CHUNKS) * 8;
-    const bool inside = row0 + row < n_rows;
-    const T* from = inside ? matrix + (row0 + row) * row_stride + col : matrix;
-    cp_async_16(shared_address(tile + swizzled<HEAD_DIM>(row, col)), from, inside);
+  for (int row = row0 + threadIdx.x / CHUNKS; row < row0 + ROWS; row += ROWS_PER_PASS) {
+    const bool inside = row < n_rows;
+    cp_async_16(to, inside ? matrix + row * row_stride + col : matrix, inside);
+    to += ROWS_PER_PASS * HEAD_DIM * sizeof(T);
   }
 }
 
@@ -273,10 +278,13 @@ __device__ __forceinline__ int next_key_stage(T* k_tiles, T* v_tiles, const T* k
   return (j % 2) * BLOCK_K * HEAD_DIM;
 }
 
-// Entries row0..row0+ROWS-1 of a vector of n fp32 values (L or delta) into shared memory; past n, zeros.
+// Entries row0..row0+ROWS-1 of a vector of n fp32 values (L or delta) into shared memory, one per thread of the first
+// ROWS; past n, zeros.
 template <int ROWS, int THREADS>
 __device__ __forceinline__ void load_vector(float* to, const float* vector, int row0, int n) {
-  for (int i = threadIdx.x; i < ROWS; i += THREADS) {
+  static_assert(ROWS <= THREADS, "one entry a thread");
+  const int i = threadIdx.x;
+  if (i < ROWS) {
     const bool inside = row0 + i < n;
     cp_async_4(shared_address(to + i), inside ? vector + row0 + i : vector, inside);
   }

@@ -184,17 +184,25 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
     float st[S_TILES][4] = {}, dpt[S_TILES][4] = {};  // S^T = K Q^T and dP^T = V dO^T, (16, BLOCK_Q) per warp
     scores_and_dp<HEAD_DIM>(st, dpt, rows_of(k_tile, k_rows), q_tile, rows_of(v_tile, v_rows), do_tile, lane);
 
-    // P^T and dS^T into the registers of S^T and dP^T; masked past either sequence's end and above the diagonal
-    const bool masked = q0 + BLOCK_Q > n_queries || k0 + BLOCK_K > n_keys || (CAUSAL && q0 < k0 + BLOCK_K - 1);
+    // S^T masked to -inf past either sequence's end and above the diagonal, only in the tiles that reach them (a
+    // branch, not a select for every element of every tile), then P^T and dS^T into the registers of S^T and dP^T
+    if (q0 + BLOCK_Q > n_queries || k0 + BLOCK_K > n_keys || (CAUSAL && q0 < k0 + BLOCK_K - 1)) {
+#pragma unroll
+      for (int n = 0; n < S_TILES; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int query = q0 + n * 8 + 2 * t + (e & 1), this_key = key + 8 * (e >> 1);
+          if (query >= n_queries || this_key >= n_keys || (CAUSAL && this_key > query)) st[n][e] = -INFINITY;
+        }
+      }
+    }
 #pragma unroll
     for (int n = 0; n < S_TILES; ++n) {
       const float2 l = *reinterpret_cast<const float2*>(l_tile + n * 8 + 2 * t);
       const float2 d = *reinterpret_cast<const float2*>(delta_tile + n * 8 + 2 * t);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int column = n * 8 + 2 * t + (e & 1), query = q0 + column, this_key = key + 8 * (e >> 1);
-        float p = fast_exp2(fmaf(st[n][e], qk_scale, -(e & 1 ? l.y : l.x) * LOG2E));
-        if (masked && (query >= n_queries || this_key >= n_keys || (CAUSAL && this_key > query))) p = 0.f;
+        const float p = fast_exp2(fmaf(st[n][e], qk_scale, -(e & 1 ? l.y : l.x) * LOG2E));
         st[n][e] = p;
         dpt[n][e] = p * (dpt[n][e] - (e & 1 ? d.y : d.x));
       }
@@ -282,14 +290,22 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
     scores_and_dp<HEAD_DIM>(s, dp, shared_fragments<HEAD_DIM>(q_tile, warp * 16, lane), k_tile,
                             shared_fragments<HEAD_DIM>(do_tile, warp * 16, lane), v_tile, lane);
 
-    const bool masked = k0 + BLOCK_K > n_keys || (CAUSAL && k0 + BLOCK_K - 1 > q0);
+    if (k0 + BLOCK_K > n_keys || (CAUSAL && k0 + BLOCK_K - 1 > q0)) {  // S masked as in the dK/dV pass
+#pragma unroll
+      for (int n = 0; n < S_TILES; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = k0 + n * 8 + 2 * t + (e & 1);
+          if (key >= n_keys || (CAUSAL && key > row + 8 * (e >> 1))) s[n][e] = -INFINITY;
+        }
+      }
+    }
 #pragma unroll
     for (int n = 0; n < S_TILES; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int half = e >> 1, key = k0 + n * 8 + 2 * t + (e & 1);
-        float p = fast_exp2(fmaf(s[n][e], qk_scale, -l_log2[half]));
-        if (masked && (key >= n_keys || (CAUSAL && key > row + 8 * half))) p = 0.f;
+        const int half = e >> 1;
+        const float p = fast_exp2(fmaf(s[n][e], qk_scale, -l_log2[half]));
         dp[n][e] = p * (dp[n][e] - row_delta[half]);  // dS
       }
     }
