@@ -240,10 +240,10 @@ __device__ __forceinline__ void cp_async_wait() {
 
 // Rows row0..row0+ROWS-1 of an (n_rows, HEAD_DIM) matrix into a swizzled shared tile, 16 bytes per copy, the threads
 // of the block taking consecutive chunks (coalesced reads); rows past n_rows are zeros. Each thread copies the same
-// column of every ROWS_PER_PASS-th row: a multiple of 8 rows, so the swizzle is the same on each pass and both
-// addresses only step by a constant, and the trip count is known, so the loop needs no remainder code (a loop over
-// chunk indices took ten integer instructions a copy and a remainder loop). Not unrolled: unrolled, each copy's
-// addresses are kept in registers across the key loop, and the forward's 32 rows a warp spilled.
+// column of every ROWS_PER_PASS-th row, a multiple of 8 rows: the swizzle is the same on each pass, the shared address
+// steps by a constant, and every thread makes ROWS / ROWS_PER_PASS passes, a loop with no remainder code. Not unrolled,
+// and the source address recomputed each pass: copies' addresses kept in registers across the key loop spill the
+// forward's 32 rows a warp.
 template <int ROWS, int HEAD_DIM, int THREADS, typename T>
 __device__ __forceinline__ void load_tile(T* tile, const T* matrix, int64_t row_stride, int row0, int n_rows) {
   constexpr int CHUNKS = HEAD_DIM / 8, ROWS_PER_PASS = THREADS / CHUNKS;

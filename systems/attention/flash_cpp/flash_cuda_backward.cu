@@ -70,7 +70,7 @@ __device__ __forceinline__ void add_to_global(float* acc, int head_dim, const fl
 
 // A warp's dS^T (its 16 keys as rows, the tile's queries as columns; fp32 C fragments) into the block's shared dS
 // tile, queries as rows and BLOCK_K keys as columns, rounded to T. sm_90 transposes with stmatrix, four 8x8 matrices
-// an instruction, in the same registers `as_a` packs for dK's product; before it, one element a store.
+// an instruction, in the same registers `as_a` packs for dK's product; earlier GPUs store one element at a time.
 template <int BLOCK_K, int S_TILES, typename T>
 __device__ __forceinline__ void store_ds_transposed(T* ds_tile, const float (&dst)[S_TILES][4], int warp, int lane) {
 #if __CUDA_ARCH__ >= 900
