@@ -152,14 +152,14 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
     }
   }
   const auto rows_of = [&](const T* tile, const uint32_t(&in_registers)[KV_IN_REGISTERS ? HEAD_DIM / 16 : 1][4]) {
-    return [&, tile](uint32_t(&a)[4], int kk) {
-      if constexpr (KV_IN_REGISTERS) {
+    if constexpr (KV_IN_REGISTERS) {
+      return [&in_registers](uint32_t(&a)[4], int kk) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) a[i] = in_registers[kk][i];
-      } else {
-        load_a<HEAD_DIM>(a, tile, warp * 16, kk * 16, lane);
-      }
-    };
+      };
+    } else {
+      return shared_fragments<HEAD_DIM>(tile, warp * 16, lane);
+    }
   };
 
   const float qk_scale = problem.scale * LOG2E;
