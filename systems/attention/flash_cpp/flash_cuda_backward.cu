@@ -16,8 +16,8 @@
 // One pass, FlashAttention-2's way, where deterministic algorithms are not asked for: the dK/dV pass also adds each
 // query tile's share of dQ (dS K over its keys) into an fp32 buffer, red.global.add, and a last kernel scales and
 // rounds it. Five products per pair of tiles; the additions land in any order, so dQ's last bits vary between runs.
-//   dK/dV pass   ... as above, then dS^T into shared memory as dS (queries as rows), and after a barrier
-//                  dQ_acc += dS K   (each warp a 16-query by 32-column part of the tile's dQ)
+//   dK/dV pass   ... as above, two query tiles a step, each tile's dS^T into shared memory as dS (queries as rows),
+//                  and after a barrier, for the step's queries: dQ_acc += dS K   (each warp a 32 by 32 part of it)
 //   dQ scaling   dQ = dQ_acc * scale, in T
 
 #include "flash_cuda.cuh"
@@ -95,14 +95,18 @@ __device__ __forceinline__ void store_ds_transposed(T* ds_tile, const float (&ds
 #endif
 }
 
-template <typename T, int HEAD_DIM, int NUM_WARPS, int BLOCK_Q, bool CAUSAL, bool ADD_DQ>
+// The walk's steps are BLOCK_Q queries, two stages deep; a warp holds S^T and dP^T for PART_Q of them at a time (its
+// registers allow no more beside dK and dV), so a step takes BLOCK_Q / PART_Q parts. One pass adds the step's dQ after
+// all its parts: one barrier for the dS tile and one dQ product per step, each warp a (32, 32) part of it.
+template <typename T, int HEAD_DIM, int NUM_WARPS, int BLOCK_Q, int PART_Q, bool CAUSAL, bool ADD_DQ>
 __global__ void __launch_bounds__(NUM_WARPS * 32)
     flash_bwd_dkdv_kernel(const Problem problem, const Rows Q, const Rows K, const Rows V, const Rows DO,
                           const float* L, const float* delta, const Rows DK, const Rows DV, float* dq_acc) {
   constexpr int BLOCK_K = 16 * NUM_WARPS, THREADS = 32 * NUM_WARPS;
-  constexpr int S_TILES = BLOCK_Q / 8, D_TILES = HEAD_DIM / 8;  // 8-column tiles of S^T and of dK, dV
-  // one pass: the tile's dQ is (BLOCK_Q, HEAD_DIM), a (16, 32) part for each warp
-  static_assert(!ADD_DQ || (BLOCK_Q / 16) * (HEAD_DIM / 32) == NUM_WARPS, "one (16, 32) part of dQ per warp");
+  constexpr int S_TILES = PART_Q / 8, D_TILES = HEAD_DIM / 8;  // 8-column tiles of a part's S^T and of dK, dV
+  constexpr int DQ_ROW_PARTS = BLOCK_Q / 32;                   // one pass: the step's dQ in (32, 32) parts
+  static_assert(BLOCK_Q % PART_Q == 0 && PART_Q % 16 == 0, "whole parts of 16-query tiles");
+  static_assert(!ADD_DQ || DQ_ROW_PARTS * (HEAD_DIM / 32) == NUM_WARPS, "one (32, 32) part of dQ per warp");
   extern __shared__ __align__(128) unsigned char shared[];
   T* k_tile = reinterpret_cast<T*>(shared);     // (BLOCK_K, HEAD_DIM)
   T* v_tile = k_tile + BLOCK_K * HEAD_DIM;      // (BLOCK_K, HEAD_DIM)
@@ -181,57 +185,69 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
     }
     __syncthreads();
 
-    float st[S_TILES][4] = {}, dpt[S_TILES][4] = {};  // S^T = K Q^T and dP^T = V dO^T, (16, BLOCK_Q) per warp
-    scores_and_dp<HEAD_DIM>(st, dpt, rows_of(k_tile, k_rows), q_tile, rows_of(v_tile, v_rows), do_tile, lane);
+#pragma unroll
+    for (int part = 0; part < BLOCK_Q / PART_Q; ++part) {
+      // the part's rows of the shared tiles: a multiple of 8 rows on, so the swizzle is unchanged
+      const int p0 = q0 + part * PART_Q;
+      const T* q_part = q_tile + part * PART_Q * HEAD_DIM;
+      const T* do_part = do_tile + part * PART_Q * HEAD_DIM;
+      float st[S_TILES][4] = {}, dpt[S_TILES][4] = {};  // S^T = K Q^T and dP^T = V dO^T, (16, PART_Q) per warp
+      scores_and_dp<HEAD_DIM>(st, dpt, rows_of(k_tile, k_rows), q_part, rows_of(v_tile, v_rows), do_part, lane);
 
-    // S^T masked to -inf past either sequence's end and above the diagonal, only in the tiles that reach them (a
-    // branch, not a select for every element of every tile), then P^T and dS^T into the registers of S^T and dP^T
-    if (q0 + BLOCK_Q > n_queries || k0 + BLOCK_K > n_keys || (CAUSAL && q0 < k0 + BLOCK_K - 1)) {
+      // S^T masked to -inf past either sequence's end and above the diagonal, only in the parts that reach them (a
+      // branch, not a select for every element of every tile), then P^T and dS^T into the registers of S^T and dP^T
+      if (p0 + PART_Q > n_queries || k0 + BLOCK_K > n_keys || (CAUSAL && p0 < k0 + BLOCK_K - 1)) {
 #pragma unroll
-      for (int n = 0; n < S_TILES; ++n) {
+        for (int n = 0; n < S_TILES; ++n) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int query = q0 + n * 8 + 2 * t + (e & 1), this_key = key + 8 * (e >> 1);
-          if (query >= n_queries || this_key >= n_keys || (CAUSAL && this_key > query)) st[n][e] = -INFINITY;
+          for (int e = 0; e < 4; ++e) {
+            const int query = p0 + n * 8 + 2 * t + (e & 1), this_key = key + 8 * (e >> 1);
+            if (query >= n_queries || this_key >= n_keys || (CAUSAL && this_key > query)) st[n][e] = -INFINITY;
+          }
         }
       }
-    }
 #pragma unroll
-    for (int n = 0; n < S_TILES; ++n) {
-      const float2 l = *reinterpret_cast<const float2*>(l_tile + n * 8 + 2 * t);
-      const float2 d = *reinterpret_cast<const float2*>(delta_tile + n * 8 + 2 * t);
+      for (int n = 0; n < S_TILES; ++n) {
+        const float2 l = *reinterpret_cast<const float2*>(l_tile + part * PART_Q + n * 8 + 2 * t);
+        const float2 d = *reinterpret_cast<const float2*>(delta_tile + part * PART_Q + n * 8 + 2 * t);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float p = fast_exp2(fmaf(st[n][e], qk_scale, -(e & 1 ? l.y : l.x) * LOG2E));
-        st[n][e] = p;
-        dpt[n][e] = p * (dpt[n][e] - (e & 1 ? d.y : d.x));
+        for (int e = 0; e < 4; ++e) {
+          const float p = fast_exp2(fmaf(st[n][e], qk_scale, -(e & 1 ? l.y : l.x) * LOG2E));
+          st[n][e] = p;
+          dpt[n][e] = p * (dpt[n][e] - (e & 1 ? d.y : d.x));
+        }
       }
+
+      if constexpr (ADD_DQ) store_ds_transposed<BLOCK_K>(ds_tile + part * PART_Q * BLOCK_K, dpt, warp, lane);
+
+      // dV += P^T dO, dK += dS^T Q: the k of these products runs over the part's queries
+      add_product<HEAD_DIM>(dv, st, do_part, lane);
+      add_product<HEAD_DIM>(dk, dpt, q_part, lane);
     }
-
-    if constexpr (ADD_DQ) store_ds_transposed<BLOCK_K>(ds_tile, dpt, warp, lane);
-
-    // dV += P^T dO, dK += dS^T Q: the k of these products runs over the tile's queries
-    add_product<HEAD_DIM>(dv, st, do_tile, lane);
-    add_product<HEAD_DIM>(dk, dpt, q_tile, lane);
 
     if constexpr (ADD_DQ) {  // dQ_acc += dS K over the block's keys, once every warp's dS is in
       __syncthreads();
-      constexpr int ROW_PARTS = BLOCK_Q / 16;
-      const int row0 = (warp % ROW_PARTS) * 16, col0 = (warp / ROW_PARTS) * 32;
-      float dq[4][4] = {};
+      const int row0 = (warp % DQ_ROW_PARTS) * 32, col0 = (warp / DQ_ROW_PARTS) * 32;
+      float dq[2][4][4] = {};
 #pragma unroll
       for (int kk = 0; kk < BLOCK_K / 16; ++kk) {
-        uint32_t a[4];
-        load_a<BLOCK_K>(a, ds_tile, row0, kk * 16, lane);
+        uint32_t a[2][4];
+#pragma unroll
+        for (int m = 0; m < 2; ++m) load_a<BLOCK_K>(a[m], ds_tile, row0 + 16 * m, kk * 16, lane);
 #pragma unroll
         for (int n = 0; n < 2; ++n) {
           uint32_t b[4];
           load_b_rows_are_k<HEAD_DIM>(b, k_tile, kk * 16, col0 + n * 16, lane);
-          Element<T>::mma(dq[2 * n], a, b[0], b[1]);
-          Element<T>::mma(dq[2 * n + 1], a, b[2], b[3]);
+#pragma unroll
+          for (int m = 0; m < 2; ++m) {
+            Element<T>::mma(dq[m][2 * n], a[m], b[0], b[1]);
+            Element<T>::mma(dq[m][2 * n + 1], a[m], b[2], b[3]);
+          }
         }
       }
-      add_to_global(dq_acc + bh * n_queries * HEAD_DIM, HEAD_DIM, dq, q0 + row0, col0, n_queries, g, t);
+      float* dq_bh = dq_acc + bh * n_queries * HEAD_DIM;
+#pragma unroll
+      for (int m = 0; m < 2; ++m) add_to_global(dq_bh, HEAD_DIM, dq[m], q0 + row0 + 16 * m, col0, n_queries, g, t);
     }
     __syncthreads();
   }
@@ -337,12 +353,12 @@ __global__ void __launch_bounds__(256)
 }
 
 // Tiles per head dim, as wide as the registers allow without spilling: the dK/dV pass holds dK and dV (2 x 32 floats
-// a lane at head dim 64, 2 x 64 at 128) besides S^T and dP^T (BLOCK_Q / 2 floats each); the dQ pass holds dQ besides
+// a lane at head dim 64, 2 x 64 at 128) besides S^T and dP^T (PART_Q / 2 floats each); the dQ pass holds dQ besides
 // S and dP. With dq_acc, one pass: the dK/dV pass adds dQ up there, and a last kernel scales it into dq.
 template <typename T, int HEAD_DIM, bool CAUSAL>
 cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L, float* delta,
                             Rows dq, Rows dk, Rows dv, float* dq_acc, cudaStream_t stream) {
-  constexpr int NUM_WARPS = 8, DKDV_BLOCK_Q = HEAD_DIM == 64 ? 64 : 32, DQ_BLOCK_K = 64;
+  constexpr int NUM_WARPS = 8, DKDV_PART_Q = HEAD_DIM == 64 ? 64 : 32, DQ_BLOCK_K = 64;
   constexpr int BLOCK_ROWS = 16 * NUM_WARPS;  // the keys of a dK/dV block, the queries of a dQ block
   const int64_t rows = int64_t(p.batch) * p.heads * p.n_queries;
   flash_bwd_preprocess_kernel<T><<<(rows + 7) / 8, 256, 0, stream>>>(p, o, dout, delta);
@@ -352,9 +368,10 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
   // the dK/dV pass, adding dQ up too (one pass) or not
   const auto dkdv_pass = [&](auto one_pass) {
     constexpr bool ADD_DQ = decltype(one_pass)::value;
+    constexpr int DKDV_BLOCK_Q = ADD_DQ ? 2 * DKDV_PART_Q : DKDV_PART_Q;  // two parts a step where dQ is added
     constexpr int SHARED = 2 * (BLOCK_ROWS + 2 * DKDV_BLOCK_Q) * HEAD_DIM * sizeof(T) + 4 * DKDV_BLOCK_Q * 4 +
                            (ADD_DQ ? DKDV_BLOCK_Q * BLOCK_ROWS * sizeof(T) : 0);  // and one pass: the tile's dS
-    constexpr auto dkdv = flash_bwd_dkdv_kernel<T, HEAD_DIM, NUM_WARPS, DKDV_BLOCK_Q, CAUSAL, ADD_DQ>;
+    constexpr auto dkdv = flash_bwd_dkdv_kernel<T, HEAD_DIM, NUM_WARPS, DKDV_BLOCK_Q, DKDV_PART_Q, CAUSAL, ADD_DQ>;
     const cudaError_t allowed = allow_shared<dkdv>(SHARED);
     if (allowed != cudaSuccess) return allowed;
     const dim3 grid((p.n_keys + BLOCK_ROWS - 1) / BLOCK_ROWS, p.heads, p.batch);
