@@ -259,22 +259,20 @@ __device__ __forceinline__ void load_tile(T* tile, const T* matrix, int64_t row_
   }
 }
 
-// Step j of a walk over n_tiles key tiles with K and V two stages deep: tile j + 1's copies started into the other stage
-// (freed by the barrier that ended step j - 1), then a wait for tile j's, seen by the whole block once past the barrier.
-// Returns tile j's stage.
+// Step j of a walk over n_tiles key tiles with K and V two stages deep: a wait for tile j's copies, a barrier past
+// which the whole block sees them and every warp is done with step j - 1, then tile j + 1's copies started into the
+// stage step j - 1 read. One barrier a step; the copies run while the block multiplies tile j. Returns tile j's stage.
 template <int BLOCK_K, int HEAD_DIM, int THREADS, typename T>
 __device__ __forceinline__ int next_key_stage(T* k_tiles, T* v_tiles, const T* k, const T* v, int64_t k_row_stride,
                                               int64_t v_row_stride, int j, int n_tiles, int n_keys) {
+  cp_async_wait<0>();
+  __syncthreads();
   if (j + 1 < n_tiles) {
     const int next = ((j + 1) % 2) * BLOCK_K * HEAD_DIM, k0 = (j + 1) * BLOCK_K;
     load_tile<BLOCK_K, HEAD_DIM, THREADS>(k_tiles + next, k, k_row_stride, k0, n_keys);
     load_tile<BLOCK_K, HEAD_DIM, THREADS>(v_tiles + next, v, v_row_stride, k0, n_keys);
     cp_async_commit();
-    cp_async_wait<1>();
-  } else {
-    cp_async_wait<0>();
   }
-  __syncthreads();
   return (j % 2) * BLOCK_K * HEAD_DIM;
 }
 

@@ -176,14 +176,13 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
     const T* do_tile = do_tiles + stage * BLOCK_Q * HEAD_DIM;
     const float* l_tile = l_rows + stage * BLOCK_Q;
     const float* delta_tile = delta_rows + stage * BLOCK_Q;
+    // as next_key_stage does for key tiles: tile j seen by the block, step j - 1 done, then tile j + 1's copies
+    cp_async_wait<0>();
+    __syncthreads();
     if (j + 1 < n_tiles) {
       load_query_tile((j + 1) % 2, q0 + BLOCK_Q);
       cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
     }
-    __syncthreads();
 
 #pragma unroll
     for (int part = 0; part < BLOCK_Q / PART_Q; ++part) {
@@ -249,7 +248,6 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
 #pragma unroll
       for (int m = 0; m < 2; ++m) add_to_global(dq_bh, HEAD_DIM, dq[m], q0 + row0 + 16 * m, col0, n_queries, g, t);
     }
-    __syncthreads();
   }
   cp_async_wait<0>();  // no tile walked (causal keys past the last query): K and V's copies still end here
 
@@ -327,7 +325,6 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
     }
 
     add_product<HEAD_DIM>(dq, dp, k_tile, lane);  // dQ += dS K: the k of this product runs over the tile's keys
-    __syncthreads();
   }
 
   const float scale[2] = {problem.scale, problem.scale};

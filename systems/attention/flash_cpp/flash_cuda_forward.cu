@@ -7,7 +7,7 @@
 // (fp32). Each K or V fragment a warp reads from shared memory feeds the products of all its M_TILES row tiles, so
 // more rows per warp means fewer shared-memory reads per product (FlashAttention-2 gives a warp 32 rows too).
 // The block walks the key tiles of BLOCK_K keys: K and V tiles are copied into shared memory two stages deep
-// (cp.async), so the next tile's copy runs while the tensor cores multiply this one. Per tile:
+// (cp.async), so the next tile's copy runs while the tensor cores multiply this one, one barrier a step. Per tile:
 //   S = Q K^T                                 (scores; masked to -inf past the keys' end and, causal, above
 //                                              the diagonal, on the tiles that reach them only)
 //   m_new = max(m_i, rowmax(S) scale log2e);  P = exp2(S scale log2e - m_new)
@@ -128,7 +128,6 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
     }
 
     add_products<HEAD_DIM>(acc, s, v_tile, lane);  // acc += P V, P straight from the registers that held S
-    __syncthreads();  // every warp is done with this stage before the next step copies into it
   }
 
 #pragma unroll
