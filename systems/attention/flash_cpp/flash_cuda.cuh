@@ -238,25 +238,36 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING));
 }
 
-// Rows row0..row0+ROWS-1 of an (n_rows, HEAD_DIM) matrix into a swizzled shared tile, 16 bytes per copy, the threads
-// of the block taking consecutive chunks (coalesced reads); rows past n_rows are zeros. Each thread copies the same
-// column of every ROWS_PER_PASS-th row, a multiple of 8 rows: the swizzle is the same on each pass, the shared address
-// steps by a constant, and every thread makes ROWS / ROWS_PER_PASS passes, a loop with no remainder code. Not unrolled,
-// and the source address recomputed each pass: copies' addresses kept in registers across the key loop spill the
-// forward's 32 rows a warp.
+// Rows row0..row0+ROWS-1 of an (n_rows, HEAD_DIM) matrix into a swizzled shared tile by THREADS threads (`thread` is
+// this one's index among them), 16 bytes per copy, consecutive threads taking consecutive chunks (coalesced reads);
+// rows past n_rows are zeros. Each thread copies the same column of every ROWS_PER_PASS-th row, unrolled: the
+// copies' shared addresses differ by constants, immediates of their instructions, and each source is the last one's
+// plus one stride. (A loop stepping one address register made every copy wait until the copy before it had released
+// that register: the largest stall of the forward and of the dK/dV pass.)
 template <int ROWS, int HEAD_DIM, int THREADS, typename T>
-__device__ __forceinline__ void load_tile(T* tile, const T* matrix, int64_t row_stride, int row0, int n_rows) {
+__device__ __forceinline__ void load_tile(T* tile, const T* matrix, int64_t row_stride, int row0, int n_rows,
+                                          int thread) {
   constexpr int CHUNKS = HEAD_DIM / 8, ROWS_PER_PASS = THREADS / CHUNKS;
-  static_assert(THREADS % CHUNKS == 0 && ROWS_PER_PASS % 8 == 0 && ROWS % ROWS_PER_PASS == 0,
-                "whole passes of a multiple of 8 rows");
-  const int col = (threadIdx.x % CHUNKS) * 8;
-  uint32_t to = shared_address(tile + swizzled<HEAD_DIM>(threadIdx.x / CHUNKS, col));
-#pragma unroll 1
-  for (int row = row0 + threadIdx.x / CHUNKS; row < row0 + ROWS; row += ROWS_PER_PASS) {
-    const bool inside = row < n_rows;
-    cp_async_16(to, inside ? matrix + row * row_stride + col : matrix, inside);
-    to += ROWS_PER_PASS * HEAD_DIM * sizeof(T);
+  static_assert(THREADS % CHUNKS == 0 && ROWS % ROWS_PER_PASS == 0, "whole passes");
+  const int col = (thread % CHUNKS) * 8, first = thread / CHUNKS;
+  const T* from = matrix + (row0 + first) * row_stride + col;
+#pragma unroll
+  for (int pass = 0; pass < ROWS / ROWS_PER_PASS; ++pass) {
+    const int row = first + pass * ROWS_PER_PASS;
+    cp_async_16(shared_address(tile + swizzled<HEAD_DIM>(row, col)), from, row0 + row < n_rows);
+    from += ROWS_PER_PASS * row_stride;
   }
+}
+
+// Two tiles of the same rows of two matrices (K and V, or Q and dO), each by half of the block's threads: a thread
+// steps one source pointer, not two, through the walk.
+template <int ROWS, int HEAD_DIM, int THREADS, typename T>
+__device__ __forceinline__ void load_tile_pair(T* tile_a, T* tile_b, const T* a, const T* b, int64_t a_row_stride,
+                                               int64_t b_row_stride, int row0, int n_rows) {
+  const bool copies_a = threadIdx.x < THREADS / 2;
+  load_tile<ROWS, HEAD_DIM, THREADS / 2>(copies_a ? tile_a : tile_b, copies_a ? a : b,
+                                         copies_a ? a_row_stride : b_row_stride, row0, n_rows,
+                                         threadIdx.x % (THREADS / 2));
 }
 
 // Step j of a walk over n_tiles key tiles with K and V two stages deep: a wait for tile j's copies, a barrier past
@@ -268,9 +279,9 @@ __device__ __forceinline__ int next_key_stage(T* k_tiles, T* v_tiles, const T* k
   cp_async_wait<0>();
   __syncthreads();
   if (j + 1 < n_tiles) {
-    const int next = ((j + 1) % 2) * BLOCK_K * HEAD_DIM, k0 = (j + 1) * BLOCK_K;
-    load_tile<BLOCK_K, HEAD_DIM, THREADS>(k_tiles + next, k, k_row_stride, k0, n_keys);
-    load_tile<BLOCK_K, HEAD_DIM, THREADS>(v_tiles + next, v, v_row_stride, k0, n_keys);
+    const int next = ((j + 1) % 2) * BLOCK_K * HEAD_DIM;
+    load_tile_pair<BLOCK_K, HEAD_DIM, THREADS>(k_tiles + next, v_tiles + next, k, v, k_row_stride, v_row_stride,
+                                               (j + 1) * BLOCK_K, n_keys);
     cp_async_commit();
   }
   return (j % 2) * BLOCK_K * HEAD_DIM;

@@ -130,13 +130,15 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
   const int n_tiles = q_start < n_queries ? (n_queries - q_start + BLOCK_Q - 1) / BLOCK_Q : 0;
 
   auto load_query_tile = [&](int stage, int q0) {
-    load_tile<BLOCK_Q, HEAD_DIM, THREADS>(q_tiles + stage * BLOCK_Q * HEAD_DIM, q, Q.row_stride, q0, n_queries);
-    load_tile<BLOCK_Q, HEAD_DIM, THREADS>(do_tiles + stage * BLOCK_Q * HEAD_DIM, dout, DO.row_stride, q0, n_queries);
+    T* q_stage = q_tiles + stage * BLOCK_Q * HEAD_DIM;
+    T* do_stage = do_tiles + stage * BLOCK_Q * HEAD_DIM;
+    load_tile<BLOCK_Q, HEAD_DIM, THREADS>(q_stage, q, Q.row_stride, q0, n_queries, threadIdx.x);
+    load_tile<BLOCK_Q, HEAD_DIM, THREADS>(do_stage, dout, DO.row_stride, q0, n_queries, threadIdx.x);
     load_vector<BLOCK_Q, THREADS>(l_rows + stage * BLOCK_Q, l_bh, q0, n_queries);
     load_vector<BLOCK_Q, THREADS>(delta_rows + stage * BLOCK_Q, delta_bh, q0, n_queries);
   };
-  load_tile<BLOCK_K, HEAD_DIM, THREADS>(k_tile, head_rows<T>(K, b, h), K.row_stride, k0, n_keys);
-  load_tile<BLOCK_K, HEAD_DIM, THREADS>(v_tile, head_rows<T>(V, b, h), V.row_stride, k0, n_keys);
+  load_tile<BLOCK_K, HEAD_DIM, THREADS>(k_tile, head_rows<T>(K, b, h), K.row_stride, k0, n_keys, threadIdx.x);
+  load_tile<BLOCK_K, HEAD_DIM, THREADS>(v_tile, head_rows<T>(V, b, h), V.row_stride, k0, n_keys, threadIdx.x);
   cp_async_commit();
   if (n_tiles > 0) load_query_tile(0, q_start);
   cp_async_commit();
@@ -286,10 +288,11 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
 
   const int k_end = CAUSAL ? min(n_keys, q0 + BLOCK_Q) : n_keys;
   const int n_tiles = (k_end + BLOCK_K - 1) / BLOCK_K;
-  load_tile<BLOCK_Q, HEAD_DIM, THREADS>(q_tile, head_rows<T>(Q, b, h), Q.row_stride, q0, n_queries);
-  load_tile<BLOCK_Q, HEAD_DIM, THREADS>(do_tile, head_rows<T>(DO, b, h), DO.row_stride, q0, n_queries);
-  load_tile<BLOCK_K, HEAD_DIM, THREADS>(k_tiles, k, K.row_stride, 0, n_keys);
-  load_tile<BLOCK_K, HEAD_DIM, THREADS>(v_tiles, v, V.row_stride, 0, n_keys);
+  load_tile<BLOCK_Q, HEAD_DIM, THREADS>(q_tile, head_rows<T>(Q, b, h), Q.row_stride, q0, n_queries, threadIdx.x);
+  load_tile<BLOCK_Q, HEAD_DIM, THREADS>(do_tile, head_rows<T>(DO, b, h), DO.row_stride, q0, n_queries,
+                                        threadIdx.x);
+  load_tile<BLOCK_K, HEAD_DIM, THREADS>(k_tiles, k, K.row_stride, 0, n_keys, threadIdx.x);
+  load_tile<BLOCK_K, HEAD_DIM, THREADS>(v_tiles, v, V.row_stride, 0, n_keys, threadIdx.x);
   cp_async_commit();
 
   const float qk_scale = problem.scale * LOG2E;

@@ -41,10 +41,10 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
   const int k_end = CAUSAL ? min(n_keys, q0 + BLOCK_Q) : n_keys;
   const int n_tiles = (k_end + BLOCK_K - 1) / BLOCK_K;
 
-  load_tile<BLOCK_Q, HEAD_DIM, THREADS>(q_tile, q, Q.row_stride, q0, n_queries);
+  load_tile<BLOCK_Q, HEAD_DIM, THREADS>(q_tile, q, Q.row_stride, q0, n_queries, threadIdx.x);
   cp_async_commit();
-  load_tile<BLOCK_K, HEAD_DIM, THREADS>(k_tiles, k, K.row_stride, 0, n_keys);
-  load_tile<BLOCK_K, HEAD_DIM, THREADS>(v_tiles, v, V.row_stride, 0, n_keys);
+  load_tile<BLOCK_K, HEAD_DIM, THREADS>(k_tiles, k, K.row_stride, 0, n_keys, threadIdx.x);
+  load_tile<BLOCK_K, HEAD_DIM, THREADS>(v_tiles, v, V.row_stride, 0, n_keys, threadIdx.x);
   cp_async_commit();
 
   const float qk_scale = problem.scale * LOG2E;
