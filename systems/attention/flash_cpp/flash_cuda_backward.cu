@@ -352,7 +352,7 @@ __global__ void __launch_bounds__(256)
       packed;
 }
 
-// Tiles per head dim, as wide as the registers allow without spilling: the dK/dV pass holds dK and dV (2 x 32 floats
+// Tiles per head dim, as wide as the registers allow: the dK/dV pass holds dK and dV (2 x 32 floats
 // a lane at head dim 64, 2 x 64 at 128) besides S^T and dP^T (PART_Q / 2 floats each); the dQ pass holds dQ besides
 // S and dP. With dq_acc, one pass: the dK/dV pass adds dQ up there, and a last kernel scales it into dq.
 template <typename T, int HEAD_DIM, bool CAUSAL>

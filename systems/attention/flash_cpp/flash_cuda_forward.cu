@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(NUM_WARPS * 32)
 }
 
 // Tiles per head dim: BLOCK_Q = 128 queries in 4 warps of 32 rows, as FlashAttention-2 has them on sm_80; the key
-// tile as wide as the registers allow without spilling (S and acc of 32 rows together: 128 + 64 floats a lane at
+// tile as wide as the registers allow (S and acc of 32 rows together: 128 + 64 floats a lane at
 // head dim 64, with 128 keys as FlashAttention-2; 32 + 128 at head dim 128, where its 64 keys spill ours). On the
 // H100 this ran faster than 8 warps of 16 rows at head dim 64 and, of this kernel's two layouts, at 128 too
 // (book/log.md, 2026-11-25).
