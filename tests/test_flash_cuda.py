@@ -31,16 +31,16 @@ NVCC = shutil.which("nvcc") or next((str(p) for p in [Path(os.environ.get("CUDA_
                                                       "nvcc"] if p.exists()), None)
 # every kernel instantiation a launch can reach: 2 dtypes x 2 head dims x causal or not, per kernel (the dK/dV pass
 # also one pass or two)
-SPILL_BYTES_ALLOWED = 16
 KERNELS = {"flash_cuda_forward.cu": {"flash_fwd_kernel": 8},
            "flash_cuda_backward.cu": {"flash_bwd_dkdv_kernel": 16, "flash_bwd_dq_kernel": 8,
                                       "flash_bwd_preprocess_kernel": 2, "flash_bwd_scale_dq_kernel": 2}}
+SPILL_BYTES_ALLOWED = 16  # per kernel, stores and loads: a loop-invariant scalar or two (see the test)
 
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit) to compile the kernels")
 @pytest.mark.parametrize("arch", ["80", "90"])
 @pytest.mark.parametrize("source", list(KERNELS))
-def test_kernels_compile_without_spilling(source, arch, tmp_path):
+def test_kernels_compile_spilling_at_most_a_scalar_or_two(source, arch, tmp_path):
     run = subprocess.run([NVCC, "-std=c++17", "-O3", "-cubin", f"-gencode=arch=compute_{arch},code=sm_{arch}",
                           "-Xptxas", "-v", str(SOURCES / source), "-o", str(tmp_path / "kernels.cubin")],
                          capture_output=True, text=True)

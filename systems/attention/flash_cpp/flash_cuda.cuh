@@ -240,7 +240,9 @@ __device__ __forceinline__ void cp_async_wait() {
 
 // Rows row0..row0+ROWS-1 of an (n_rows, HEAD_DIM) matrix into a swizzled shared tile by THREADS threads (`thread` is
 // this one's index among them), 16 bytes per copy, consecutive threads taking consecutive chunks (coalesced reads);
-// rows past n_rows are zeros. Each thread copies the same column of every ROWS_PER_PASS-th row, unrolled: the
+// rows past n_rows are zeros: their copies keep the source address past the tensor's end, which a source size of 0
+// never reads (Triton's masked copies do the same; a select of a valid address per copy spills the one-pass dK/dV
+// kernel at head dim 128 on sm_80). Each thread copies the same column of every ROWS_PER_PASS-th row, unrolled: the
 // copies' shared addresses differ by constants, immediates of their instructions, and each source is the last one's
 // plus one stride. (A loop stepping one address register made every copy wait until the copy before it had released
 // that register: the largest stall of the forward and of the dK/dV pass.)
@@ -259,8 +261,8 @@ __device__ __forceinline__ void load_tile(T* tile, const T* matrix, int64_t row_
   }
 }
 
-// Two tiles of the same rows of two matrices (K and V, or Q and dO), each by half of the block's threads: a thread
-// steps one source pointer, not two, through the walk.
+// Two tiles of the same rows of two matrices (K and V), each by half of the block's threads: a thread steps one
+// source pointer, not two, through the walk.
 template <int ROWS, int HEAD_DIM, int THREADS, typename T>
 __device__ __forceinline__ void load_tile_pair(T* tile_a, T* tile_b, const T* a, const T* b, int64_t a_row_stride,
                                                int64_t b_row_stride, int row0, int n_rows) {
