@@ -41,9 +41,6 @@ def _tuner(kind: str):
 TUNERS = {kind: _tuner(kind) for kind in EVEN}
 
 
-TUNERS = {kind: _tuner(kind) for kind in EVEN}
-
-
 def to_tiles(c: triton.Config) -> Tiles:
     return Tiles(c.kwargs["BLOCK_Q"], c.kwargs["BLOCK_K"], c.num_warps, c.num_stages)
 
