@@ -140,15 +140,19 @@ report.glue_all("hopper_table", hopper.table_facts(versus))
 #
 # A backward in the forward's shape is built too (`flash_hopper_backward.cu`, `backward_hopper_cuda`): a dK/dV kernel
 # in which a block owns 128 keys and its two consumers walk the query tiles that see them (Sᵀ and dPᵀ from shared
-# memory, dV and dK from registers), a dQ kernel that owns 128 queries and walks the keys, nothing added up
-# atomically. One producer warp feeds each ring through the copy engine; a second copies each query tile's L and D
-# (its row sums of dO ∘ O) into the same stage, so no consumer waits on a global load inside its loop. In the dQ
-# kernel, and in the dK/dV kernel at head dimension 64, a consumer issues the next tile's S and dP before the last
-# product of the tile it is finishing, so the tensor cores have work while it computes P and dS; at head dimension
-# 128 the dK/dV kernel's accumulators leave no registers for a second tile's S and dP, and it keeps the order of
-# one tile at a time. It is correct at every tested shape; here it is timed alone beside the others' backward on
-# the Triton forward's O and L (SDPA's and our Triton one through autograd), with the warp-specialised Gluon backward
-# of an earlier attempt.
+# memory, dV and dK from registers). One producer warp feeds the ring through the copy engine; a second copies each
+# query tile's L and D (its row sums of dO ∘ O) into the same stage, so no consumer waits on a global load inside its
+# loop. At head dimension 64 it takes one pass: each consumer also stores its dSᵀ in shared memory, multiplies its
+# share of the tile's dQ (dS K, both operands read transposed by wgmma) and hands it to the copy engine, which adds
+# it into an fp32 accumulator while the next tile's products run; the two consumers' shares meet there, not in a
+# barrier, and a last kernel scales the sums into dQ. At head dimension 128 (and under
+# `torch.use_deterministic_algorithms`) it takes two passes, the second a dQ kernel that owns 128 queries and walks
+# the keys, nothing added up in a changing order. A consumer issues the next tile's S and dP before the last product
+# of the tile it is finishing, so the tensor cores have work while it computes P and dS; at head dimension 128 the
+# dK/dV kernel's accumulators leave no registers for a second tile's S and dP, and it keeps the order of one tile at
+# a time. It is correct at every tested shape; here it is timed alone beside the others' backward on the Triton
+# forward's O and L (SDPA's and our Triton one through autograd), with the warp-specialised Gluon backward of an
+# earlier attempt.
 
 # %% tags=["nbval-ignore-output"]
 if on_hopper:
@@ -163,8 +167,8 @@ report.glue_all("hopper_backward", hopper.backward_facts(backward))
 
 # %% [markdown]
 # The CUDA backward is {glue:text}`hopper_backward_vs_triton_words`, and {glue:text}`hopper_backward_vs_cudnn_words`.
-# Two passes do seven matrix products per tile pair where a one-pass backward does five, so even at the forward's
-# rate these kernels could not reach cuDNN. The registered attention takes this backward where the runs recorded in
-# the log found it the faster, at head dimension 128 from 16,384 keys, and the Triton one elsewhere. A one-pass version, in which both consumers' dSᵀ meet in shared memory and dQ
-# is added up in global memory, was slower still: the barrier between the consumers held them in step. The
-# experiment log (`book/log.md`) has every attempt with its numbers, and what a next one needs.
+# One pass does five matrix products per tile pair, two passes seven. An earlier one-pass version, in which both
+# consumers' dSᵀ met in shared memory and one of them added dQ up, was slower than two passes: the barrier between
+# the consumers held them in step. The registered attention takes this backward where the runs recorded in the log
+# found it the faster, at head dimension 128 from 16,384 keys, and the Triton one elsewhere. The experiment log
+# (`book/log.md`) has every attempt with its numbers, and what a next one needs.

@@ -1,6 +1,6 @@
 """FlashAttention's forward written for Hopper in CUDA C++ (systems.attention.flash_cpp.hopper, registered as
 flash_hopper), with the Triton kernels' backward behind the same C++ autograd node; and the backward written for
-Hopper (two passes), on its own.
+Hopper (one pass at head dim 64, two at 128 and under deterministic algorithms), on its own.
 
 On any machine with nvcc: every kernel instantiation compiled for sm_90a without spilling and without ptxas
 serialising the asynchronous products; the reasons the name gives where it cannot run. On an sm_90 GPU: every output
@@ -52,8 +52,10 @@ def test_kernels_compile_for_sm90a_without_spilling_or_serialising(tmp_path):
     assert "warning" not in report and "Potential Performance Loss" not in report, report
 
 
-# the backward's instantiations: 2 dtypes x 2 head dims x causal or not, per kernel
-BACKWARD_KERNELS = {"hopper_bwd_dkdv_kernel": 8, "hopper_bwd_dq_kernel": 8, "preprocess_kernel": 4}
+# the backward's instantiations: 2 dtypes x 2 head dims x causal or not, per kernel; the one-pass dK/dV kernel (head
+# dim 64) 2 dtypes x causal or not more, and its last kernel, which scales dQ's sums, per dtype
+BACKWARD_KERNELS = {"hopper_bwd_dkdv_kernel": 12, "hopper_bwd_dq_kernel": 8, "preprocess_kernel": 4,
+                    "dq_from_accumulator_kernel": 2}
 
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit) to compile the kernels")
@@ -162,6 +164,37 @@ def test_gpu_backward_matches_the_oracle(case, is_causal):
     for name, got, want in zip(("dQ", "dK", "dV"), backward_hopper_cuda(q, k, v, o, do, L, is_causal),
                                (want_dq, want_dk, want_dv)):
         assert_close_to(got, want, TOL[dtype], name)
+
+
+@pytest.mark.gpu
+@HOPPER
+@pytest.mark.parametrize("d, passes", [(64, 1), (128, 2)])
+def test_gpu_the_backward_takes_one_pass_at_head_dim_64_unless_asked_to_be_deterministic(d, passes):
+    from torch.profiler import ProfilerActivity, profile
+
+    q, k, v, do = (torch.randn(2, 3, 300, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    o, L = forward_hopper_cuda(q, k, v, True)
+
+    def kernels_and_grads():
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            grads = backward_hopper_cuda(q, k, v, o, do, L, True)
+            torch.cuda.synchronize()
+        return {e.key for e in prof.key_averages()}, grads
+
+    names, fast = kernels_and_grads()
+    assert any("dq_from_accumulator" in n for n in names) == (passes == 1), names
+    assert any("hopper_bwd_dq_kernel" in n for n in names) == (passes == 2), names
+    torch.use_deterministic_algorithms(True)
+    try:
+        names, first = kernels_and_grads()
+        _, second = kernels_and_grads()
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert any("hopper_bwd_dq_kernel" in n for n in names) and not any("dq_from_accumulator" in n for n in names)
+    for a, b in zip(first, second):
+        assert torch.equal(a, b)  # two passes add nothing up in a changing order
+    for a, b in zip(first, fast):  # one pass adds the same terms in another order
+        torch.testing.assert_close(a, b, rtol=0, atol=2e-2 * b.float().abs().max().item())
 
 
 @pytest.mark.gpu

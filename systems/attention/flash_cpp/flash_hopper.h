@@ -30,10 +30,16 @@ cudaError_t forward(const systems_flash_cuda::Problem& problem, systems_flash_cu
                     const Variant& variant);
 
 // dQ, dK, dV from the forward's inputs, O, dO and L; delta is fp32 scratch of L's shape (rowsum(dO * O)). The
-// copy engine reads q, k, v and dout (16-byte aligned data and strides).
+// copy engine reads q, k, v and dout (16-byte aligned data and strides). With dq_acc (zeroed fp32 scratch of
+// dq_accumulator_size floats) the backward takes one pass, adding dQ up in an order that changes from run to run;
+// without (nullptr), two passes.
 cudaError_t backward(const systems_flash_cuda::Problem& problem, systems_flash_cuda::Rows q, systems_flash_cuda::Rows k,
                      systems_flash_cuda::Rows v, systems_flash_cuda::Rows o, systems_flash_cuda::Rows dout,
                      const float* L, float* delta, systems_flash_cuda::Rows dq, systems_flash_cuda::Rows dk,
-                     systems_flash_cuda::Rows dv, cudaStream_t stream);
+                     systems_flash_cuda::Rows dv, float* dq_acc, cudaStream_t stream);
+
+// The floats of the one-pass backward's dQ accumulator for `problem`; 0 where the backward has no one-pass kernel
+// (head dim 128: its dK, dV and dQ shares do not fit a consumer's registers together).
+int64_t dq_accumulator_size(const systems_flash_cuda::Problem& problem);
 
 }  // namespace systems_flash_hopper

@@ -1,17 +1,21 @@
 // FlashAttention's backward written for Hopper (sm_90a) in CUDA C++, in the forward's shape (flash_hopper_forward.cu):
 // a producer warpgroup feeding rings of shared-memory stages through the copy engine, two consumer warpgroups of 64
 // rows each multiplying with asynchronous wgmma, the products that need no transposed operand issued from registers.
-// Two passes, as the Triton kernels take them at head dim 128 (../flash_triton/kernels.py), so nothing is added up
-// atomically:
+// At head dim 64 one pass, as FlashAttention-2 and cuDNN take it, dQ added up in fp32 as the dK/dV pass goes; at 128
+// (and under torch.use_deterministic_algorithms) two passes, as the Triton kernels take them at that head dim
+// (../flash_triton/kernels.py), so nothing is added up in an order that changes from run to run:
 //   preprocess  D = rowsum(dO * O)
 //   dK/dV       a block owns 128 keys and walks the query tiles of 64 that see them; per tile, for its 64 keys
 //                 S^T = K Q^T and dP^T = V dO^T issued together (shared memory)
 //                 P^T = exp2(S^T scale log2e - L log2e)          (under dP^T)
 //                 dV += P^T dO                                    (P^T from registers)
 //                 dS^T = P^T (dP^T - D);  dK += dS^T Q            (dS^T under dV; dS^T from registers)
-//   dQ          a block owns 128 queries and walks the key tiles of 64 it sees; per tile, for its 64 queries
-//                 S = Q K^T and dP = dO V^T issued together; P = exp2(S scale log2e - L log2e);
-//                 dS = P (dP - D);  dQ += dS K
+//               one pass: also dS^T into shared memory, and this consumer's share of the tile's dQ, dS K (both
+//               operands read transposed from shared memory), which the copy engine adds to an fp32 accumulator
+//               while the next tile's products run; a last kernel scales it into dQ
+//   dQ          (two passes) a block owns 128 queries and walks the key tiles of 64 it sees; per tile, for its 64
+//               queries S = Q K^T and dP = dO V^T issued together; P = exp2(S scale log2e - L log2e);
+//               dS = P (dP - D);  dQ += dS K
 // and at the end dK and dQ are scaled by the softmax scale.
 // Each consumer keeps the tensor cores fed across its tiles: the next tile's first two products are issued as soon as
 // the last product of this one is, and run while it finishes (FlashAttention-3's intra-warpgroup overlap). In the
@@ -42,6 +46,26 @@ struct BackwardShared {
 
 // The producer warp of the dK/dV pass that copies L and D: a full stage waits for each of its lanes too.
 constexpr int ROW_COPIERS = 32;
+
+template <int HEAD_DIM, int STAGES>
+constexpr int BACKWARD_SHARED_ROUNDED = (sizeof(BackwardShared<HEAD_DIM, STAGES>) + 1023) / 1024 * 1024;
+
+// The one-pass dK/dV kernel's shared memory past BackwardShared (head dim 64), per consumer: two dS^T tiles (64 keys
+// by 64 queries in the 128-byte swizzle, the A operand of dQ = dS K; a warp writes one while the other warps' part
+// of the last product may still read the other) and two buffers of its share of dQ (one being added to the
+// accumulator by the copy engine while the other is written).
+struct DqShared {
+  alignas(1024) unsigned char ds[2][2][TILE_HALF];
+  alignas(16) float dq[2][2][ROWS * 64];
+};
+
+// The fp32 accumulator of the one-pass backward: per (batch, head) and query tile of 64, the 64 x 64 sums in the
+// order the wgmma accumulators hold them (warp w, column group n, row half, lane: two floats), so that each warp's
+// share is 4 KiB of consecutive floats, stored without bank conflicts and added by one bulk copy.
+constexpr int DQ_TILE_FLOATS = ROWS * 64;
+__host__ __device__ constexpr int64_t dq_accumulator_floats(int batch_heads, int n_queries) {
+  return int64_t(batch_heads) * ((n_queries + ROWS - 1) / ROWS) * DQ_TILE_FLOATS;
+}
 
 template <typename T, int HEAD_DIM>
 __global__ void preprocess_kernel(const Problem problem, const Rows O, const Rows dO, float* delta) {
@@ -134,10 +158,12 @@ __device__ __forceinline__ void produce_query_rows(BackwardShared<HEAD_DIM, STAG
   }
 }
 
-// dK/dV for one consumer's 64 keys (own_a = K, own_b = V; walked: walk_a = Q, walk_b = dO).
-template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL>
-__device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& sh, const Problem& p, const Rows& dK,
-                                             const Rows& dV, int k0, int h, int b, int first_tile, int n_tiles) {
+// dK/dV for one consumer's 64 keys (own_a = K, own_b = V; walked: walk_a = Q, walk_b = dO); ONE_PASS (head dim 64):
+// and this consumer's share of each query tile's dQ, added into dq_acc through dsh.
+template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL, bool ONE_PASS>
+__device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& sh, DqShared& dsh, const Problem& p,
+                                             const Rows& dK, const Rows& dV, float* dq_acc, int k0, int h, int b,
+                                             int first_tile, int n_tiles) {
   const int consumer = threadIdx.x / 128 - 1, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, t = lane % 4;
   const int my_k0 = k0 + consumer * ROWS, key = my_k0 + warp * 16 + lane / 4;  // this lane's keys: key, key + 8
   const uint32_t k_rows = shared_address(sh.own_a) + consumer * ROWS * 128;
@@ -190,6 +216,53 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
     issue_from_registers<T, HEAD_DIM, ROWS, TILE_HALF>(dk, dst, shared_address(sh.walk_a[i % STAGES]));
   };
 
+  // One pass: dq holds this consumer's share of a query tile's dQ from issue_dq until add_dq hands it to the copy
+  // engine. dst[kk][r] is dS^T at key row 16 warp + lane / 4 + 8 (r % 2), queries 8 (2 kk + r / 2) + 2 t and one
+  // more: stored in the copy engine's swizzle (16-byte chunk n of row r at n ^ (r % 8)), for wgmma to read.
+  float dq[32];
+  auto issue_dq = [&](int i) {  // once dst holds tile i's dS^T
+    const uint32_t ds_tile = shared_address(dsh.ds[consumer][i % 2]);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int row = warp * 16 + lane / 4 + 8 * (r % 2), chunk = 2 * kk + r / 2;
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds_tile + row * 128 + ((chunk ^ (row % 8)) << 4) + 4 * t),
+                     "r"(dst[kk][r])
+                     : "memory");
+      }
+    }
+    fence_shared_for_async();
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");  // the consumer's four warps' rows stored
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {  // 16 keys a step: 16 rows of both tiles
+      wgmma_ss_n64<T, 1>(dq, descriptor(ds_tile + kk * 2048, TILE_HALF, 1024),
+                         descriptor(k_rows + kk * 2048, BLOCK_HALF, 1024), kk);
+    }
+    wgmma_commit();
+  };
+  auto add_dq = [&](int i) {  // once tile i's dQ share is in: into a buffer, and the copy engine adds it
+    float* buffer = dsh.dq[consumer][i % 2] + warp * (DQ_TILE_FLOATS / 4);
+    if (i >= 2 && lane == 0) bulk_wait_read<1>();  // this buffer's last addition (two tiles ago) has read it
+    __syncwarp();
+    fence_registers(dq);
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        *reinterpret_cast<float2*>(buffer + 2 * ((2 * n + half) * 32 + lane)) =
+            make_float2(dq[4 * n + 2 * half], dq[4 * n + 2 * half + 1]);
+      }
+    }
+    fence_shared_for_async();
+    __syncwarp();
+    if (lane == 0) {
+      const int64_t tile = (int64_t(b) * p.heads + h) * ((p.n_queries + ROWS - 1) / ROWS) + first_tile + i;
+      bulk_add(dq_acc + tile * DQ_TILE_FLOATS + warp * (DQ_TILE_FLOATS / 4), buffer, DQ_TILE_FLOATS);
+    }
+  };
+
   barrier_wait(&sh.own_full, 0);
   if constexpr (HEAD_DIM == 64) {
     if (n_tiles > 0) {
@@ -202,11 +275,14 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
       fence_registers(dv);
       to_operand<T, ROWS>(dst, dp);
       for (int i = 1; i < n_tiles; ++i) {
-        // the tensor cores take this tile's S^T and dP^T and the last tile's dK in a row, while the exponentials
-        // of this tile wait for S^T alone
+        // the tensor cores take this tile's S^T and dP^T and the last tile's dK in a row (behind the last tile's
+        // dQ share, one pass), while the exponentials of this tile wait for S^T alone. Every product is issued and
+        // waited for within the iteration: one left running across the loop's back edge makes ptxas serialise them.
+        if constexpr (ONE_PASS) issue_dq(i - 1);
         issue_scores(i);
         issue_dk(i - 1);
-        wgmma_wait<2>();  // S^T
+        wgmma_wait<2>();  // S^T (and the last tile's dQ share)
+        if constexpr (ONE_PASS) add_dq(i - 1);
         probabilities(i);
         wgmma_wait<2>();  // dP^T
         score_gradients(i);
@@ -216,9 +292,14 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
         if (lane == 0) barrier_arrive(&sh.empty[(i - 1) % STAGES]);  // the last tile's Q and dO read
         to_operand<T, ROWS>(dst, dp);
       }
+      if constexpr (ONE_PASS) issue_dq(n_tiles - 1);
       issue_dk(n_tiles - 1);
       wgmma_wait<0>();
       fence_registers(dk);
+      if constexpr (ONE_PASS) {
+        add_dq(n_tiles - 1);
+        if (lane == 0) bulk_wait_done();  // the block's shared memory read, and the sums in place for the last kernel
+      }
     }
   } else {  // head dim 128: dK and dV take 128 registers, too many to hold dS^T's across the next tile's products
     for (int i = 0; i < n_tiles; ++i) {
@@ -324,6 +405,12 @@ __device__ __forceinline__ BackwardShared<HEAD_DIM, STAGES>& backward_shared(uns
                                                               ~uintptr_t(1023));
 }
 
+// DqShared, after BackwardShared in the one-pass kernel's shared memory
+template <int HEAD_DIM, int STAGES>
+__device__ __forceinline__ DqShared& dq_shared(BackwardShared<HEAD_DIM, STAGES>& sh) {
+  return *reinterpret_cast<DqShared*>(reinterpret_cast<unsigned char*>(&sh) + BACKWARD_SHARED_ROUNDED<HEAD_DIM, STAGES>);
+}
+
 // `full_arrivals`: the producer's thread that starts the copies, and in the dK/dV pass the lanes that copy L and D
 template <int HEAD_DIM, int STAGES>
 __device__ __forceinline__ void init_barriers(BackwardShared<HEAD_DIM, STAGES>& sh, int full_arrivals) {
@@ -339,12 +426,13 @@ __device__ __forceinline__ void init_barriers(BackwardShared<HEAD_DIM, STAGES>& 
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// maps: K, V (boxes of 128 rows), Q, dO (boxes of 64)
-template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL>
+// maps: K, V (boxes of 128 rows), Q, dO (boxes of 64). ONE_PASS: dQ added up into dq_acc too.
+template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL, bool ONE_PASS>
 __global__ void __launch_bounds__(THREADS, 1)
     hopper_bwd_dkdv_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
                            const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap do_map,
-                           const Problem problem, const float* L, const float* delta, const Rows dK, const Rows dV) {
+                           const Problem problem, const float* L, const float* delta, const Rows dK, const Rows dV,
+                           float* dq_acc) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char raw[];
   auto& sh = backward_shared<HEAD_DIM, STAGES>(raw);
@@ -362,7 +450,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGISTERS));
-    consume_dkdv<T, HEAD_DIM, STAGES, CAUSAL>(sh, problem, dK, dV, k0, h, b, first_tile, n_tiles);
+    consume_dkdv<T, HEAD_DIM, STAGES, CAUSAL, ONE_PASS>(sh, dq_shared(sh), problem, dK, dV, dq_acc, k0, h, b,
+                                                         first_tile, n_tiles);
   }
 #endif
 }
@@ -392,6 +481,23 @@ __global__ void __launch_bounds__(THREADS, 1)
 #endif
 }
 
+// dQ = scale * the one-pass accumulator (dq_accumulator_floats' order), a block per (query tile, head, batch).
+template <typename T>
+__global__ void dq_from_accumulator_kernel(const Problem problem, const float* dq_acc, const Rows dQ) {
+  const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const float2* sums = reinterpret_cast<const float2*>(
+      dq_acc + ((int64_t(b) * problem.heads + h) * gridDim.x + tile) * DQ_TILE_FLOATS);
+  T* out = head_rows<T>(dQ, b, h);
+  for (int i = threadIdx.x; i < DQ_TILE_FLOATS / 2; i += blockDim.x) {  // (warp, n, half, lane) of the products
+    const int lane = i % 32, half = i / 32 % 2, n = i / 64 % 8, warp = i / 512;
+    const int row = tile * ROWS + warp * 16 + lane / 4 + 8 * half, col = 8 * n + 2 * (lane % 4);
+    if (row >= problem.n_queries) continue;
+    const float2 sum = sums[i];
+    *reinterpret_cast<uint32_t*>(out + row * dQ.row_stride + col) =
+        Element<T>::pack(sum.x * problem.scale, sum.y * problem.scale);
+  }
+}
+
 namespace {
 
 // Ring depths: a consumer that leaves a tile's last product running into the next tile hands its stage back one
@@ -402,7 +508,7 @@ constexpr int DQ_STAGES = 3;
 
 template <typename T, int HEAD_DIM, bool CAUSAL>
 cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L,
-                            float* delta, Rows dq, Rows dk, Rows dv, cudaStream_t stream) {
+                            float* delta, Rows dq, Rows dk, Rows dv, float* dq_acc, cudaStream_t stream) {
   const int64_t rows = int64_t(p.batch) * p.heads * p.n_queries;
   preprocess_kernel<T, HEAD_DIM><<<(rows + 127) / 128, 128, 0, stream>>>(p, o, dout, delta);
   CUtensorMap k128, v128, q64, do64, q128, do128, k64, v64;
@@ -413,16 +519,28 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
                             tensor_map(&k64, p, k, p.n_keys, ROWS), tensor_map(&v64, p, v, p.n_keys, ROWS)}) {
     if (error != cudaSuccess) return error;
   }
+  const dim3 key_blocks((p.n_keys + BLOCK_ROWS - 1) / BLOCK_ROWS, p.heads, p.batch);
+  if constexpr (HEAD_DIM == 64) {
+    if (dq_acc != nullptr) {
+      constexpr int SHARED = BACKWARD_SHARED_ROUNDED<HEAD_DIM, DKDV_STAGES<HEAD_DIM>> + sizeof(DqShared) + 1024;
+      constexpr auto one_pass = hopper_bwd_dkdv_kernel<T, HEAD_DIM, DKDV_STAGES<HEAD_DIM>, CAUSAL, true>;
+      const cudaError_t error = systems_flash_cuda::allow_shared<one_pass>(SHARED);
+      if (error != cudaSuccess) return error;
+      one_pass<<<key_blocks, THREADS, SHARED, stream>>>(k128, v128, q64, do64, p, L, delta, dk, dv, dq_acc);
+      dq_from_accumulator_kernel<T><<<dim3((p.n_queries + ROWS - 1) / ROWS, p.heads, p.batch), 256, 0, stream>>>(
+          p, dq_acc, dq);
+      return cudaGetLastError();
+    }
+  }
   constexpr int DKDV_SHARED = sizeof(BackwardShared<HEAD_DIM, DKDV_STAGES<HEAD_DIM>>) + 1024;
   constexpr int DQ_SHARED = sizeof(BackwardShared<HEAD_DIM, DQ_STAGES>) + 1024;
-  constexpr auto dkdv = hopper_bwd_dkdv_kernel<T, HEAD_DIM, DKDV_STAGES<HEAD_DIM>, CAUSAL>;
+  constexpr auto dkdv = hopper_bwd_dkdv_kernel<T, HEAD_DIM, DKDV_STAGES<HEAD_DIM>, CAUSAL, false>;
   constexpr auto dq_kernel = hopper_bwd_dq_kernel<T, HEAD_DIM, DQ_STAGES, CAUSAL>;
   for (cudaError_t error : {systems_flash_cuda::allow_shared<dkdv>(DKDV_SHARED),
                             systems_flash_cuda::allow_shared<dq_kernel>(DQ_SHARED)}) {
     if (error != cudaSuccess) return error;
   }
-  dkdv<<<dim3((p.n_keys + BLOCK_ROWS - 1) / BLOCK_ROWS, p.heads, p.batch), THREADS, DKDV_SHARED, stream>>>(
-      k128, v128, q64, do64, p, L, delta, dk, dv);
+  dkdv<<<key_blocks, THREADS, DKDV_SHARED, stream>>>(k128, v128, q64, do64, p, L, delta, dk, dv, nullptr);
   dq_kernel<<<dim3((p.n_queries + BLOCK_ROWS - 1) / BLOCK_ROWS, p.heads, p.batch), THREADS, DQ_SHARED, stream>>>(
       q128, do128, k64, v64, p, L, delta, dq);
   return cudaGetLastError();
@@ -431,11 +549,15 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
 }  // namespace
 
 cudaError_t backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L, float* delta,
-                     Rows dq, Rows dk, Rows dv, cudaStream_t stream) {
+                     Rows dq, Rows dk, Rows dv, float* dq_acc, cudaStream_t stream) {
   return systems_flash_cuda::launch_for_problem(p, [&](auto type, auto head_dim, auto causal) {
     return launch_backward<typename decltype(type)::type, decltype(head_dim)::value, decltype(causal)::value>(
-        p, q, k, v, o, dout, L, delta, dq, dk, dv, stream);
+        p, q, k, v, o, dout, L, delta, dq, dk, dv, dq_acc, stream);
   });
+}
+
+int64_t dq_accumulator_size(const Problem& p) {
+  return p.head_dim == 64 ? dq_accumulator_floats(p.batch * p.heads, p.n_queries) : 0;
 }
 
 }  // namespace systems_flash_hopper
