@@ -37,4 +37,9 @@ cudaError_t forward(const Problem& problem, Rows q, Rows k, Rows v, Rows o, floa
 cudaError_t backward(const Problem& problem, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L, float* delta,
                      Rows dq, Rows dk, Rows dv, float* dq_acc, cudaStream_t stream);
 
+// The floats of the one-pass backward's dQ accumulator for `problem`: (B, H, Nq, d).
+inline int64_t dq_accumulator_size(const Problem& p) {
+  return int64_t(p.batch) * p.heads * p.n_queries * p.head_dim;
+}
+
 }  // namespace systems_flash_cuda

@@ -32,17 +32,7 @@ std::tuple<Tensor, Tensor> forward_cuda(const Tensor& q_in, const Tensor& k_in, 
 // One pass (dQ added up in any order, as FlashAttention-2 does) unless deterministic algorithms are asked for.
 std::tuple<Tensor, Tensor, Tensor> backward_cuda(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                                                  const Tensor& dout, const Tensor& L, bool is_causal) {
-  Tensor dq_acc;
-  if (!at::globalContext().deterministicAlgorithms()) {
-    dq_acc = at::zeros(q.sizes(), q.options().dtype(at::kFloat));  // contiguous, whatever q's strides
-  }
-  float* acc = dq_acc.defined() ? dq_acc.data_ptr<float>() : nullptr;
-  const auto launch = [acc](const cuda::Problem& p, cuda::Rows q, cuda::Rows k, cuda::Rows v, cuda::Rows o,
-                            cuda::Rows dout, const float* L, float* delta, cuda::Rows dq, cuda::Rows dk,
-                            cuda::Rows dv, cudaStream_t stream) {
-    return cuda::backward(p, q, k, v, o, dout, L, delta, dq, dk, dv, acc, stream);
-  };
-  return run_backward(launch, q, k, v, o, dout, L, is_causal);
+  return run_backward(cuda::backward, cuda::dq_accumulator_size, q, k, v, o, dout, L, is_causal);
 }
 
 }  // namespace

@@ -68,12 +68,14 @@ inline void check_launch(cudaError_t error) {
   TORCH_CHECK(error == cudaSuccess, "systems_flash (CUDA): kernel launch failed: ", cudaGetErrorString(error));
 }
 
-// The backward op's body for a kernel launcher with systems_flash_hopper::backward's signature: the inputs checked,
-// made readable, the gradients laid out as the Meta kernel promises.
-template <typename Launch>
-std::tuple<Tensor, Tensor, Tensor> run_backward(Launch launch, const Tensor& q_in, const Tensor& k_in,
-                                                const Tensor& v_in, const Tensor& o_in, const Tensor& dout_in,
-                                                const Tensor& L_in, bool is_causal) {
+// The backward op's body for a kernel launcher with systems_flash_cuda::backward's signature: the inputs checked,
+// made readable, the gradients laid out as the Meta kernel promises. One pass, dQ added up in any order into a
+// zeroed fp32 accumulator of accumulator_size(problem) floats, unless that is 0 (no one-pass kernel for the problem)
+// or deterministic algorithms are asked for: then two passes (the launcher gets nullptr).
+template <typename Launch, typename AccumulatorSize>
+std::tuple<Tensor, Tensor, Tensor> run_backward(Launch launch, AccumulatorSize accumulator_size, const Tensor& q_in,
+                                                const Tensor& k_in, const Tensor& v_in, const Tensor& o_in,
+                                                const Tensor& dout_in, const Tensor& L_in, bool is_causal) {
   check_cuda_inputs(q_in, k_in, v_in);
   TORCH_CHECK(o_in.sizes() == q_in.sizes() && dout_in.sizes() == q_in.sizes(),
               "systems_flash (CUDA): o and dout must be shaped like q ", systems_flash::text(q_in.sizes()), ", got ",
@@ -91,9 +93,15 @@ std::tuple<Tensor, Tensor, Tensor> run_backward(Launch launch, const Tensor& q_i
   auto [dq, dq_written] = output_like(q_in);
   auto [dk, dk_written] = output_like(k_in);
   auto [dv, dv_written] = output_like(v_in);
-  check_launch(launch(problem(q, k, is_causal), rows(q), rows(k), rows(v), rows(o), rows(dout), L.data_ptr<float>(),
-                      delta.data_ptr<float>(), rows(dq_written), rows(dk_written), rows(dv_written),
-                      c10::cuda::getCurrentCUDAStream()));
+  const cuda::Problem p = problem(q, k, is_causal);
+  const int64_t floats = accumulator_size(p);
+  Tensor dq_acc;
+  if (floats > 0 && !at::globalContext().deterministicAlgorithms()) {
+    dq_acc = at::zeros({floats}, q.options().dtype(at::kFloat));
+  }
+  check_launch(launch(p, rows(q), rows(k), rows(v), rows(o), rows(dout), L.data_ptr<float>(), delta.data_ptr<float>(),
+                      rows(dq_written), rows(dk_written), rows(dv_written),
+                      dq_acc.defined() ? dq_acc.data_ptr<float>() : nullptr, c10::cuda::getCurrentCUDAStream()));
   settle(dq, dq_written);
   settle(dk, dk_written);
   settle(dv, dv_written);

@@ -165,7 +165,9 @@ __device__ __forceinline__ void copy_box(void* to, const CUtensorMap& map, uint6
 // ---- the copy engine's additions: shared memory added into global fp32 (the one-pass backward's dQ) ----
 
 // Orders this thread's writes to shared memory before what the copy engine and wgmma then read of it.
-__device__ __forceinline__ void fence_shared_for_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_shared_for_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
 // to[i] += from[i] for `bytes` bytes of fp32 (16-byte aligned, a multiple of 16), done by the copy engine in the
 // background; a bulk group of its own, which bulk_wait_read counts.
 __device__ __forceinline__ void bulk_add(float* to, const float* from, int bytes) {
@@ -189,6 +191,11 @@ __device__ __forceinline__ void wait_turn(int consumer) {
 template <int CONSUMERS>
 __device__ __forceinline__ void give_turn(int consumer) {
   asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (consumer + 1) % CONSUMERS) : "memory");
+}
+// Named barrier 1 + c among consumer c's own 128 threads (in a kernel without turns): its four warps' stores to
+// shared memory made before a wgmma of the warpgroup reads them.
+__device__ __forceinline__ void consumer_sync(int consumer) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");
 }
 
 

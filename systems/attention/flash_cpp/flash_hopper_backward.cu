@@ -63,9 +63,9 @@ struct DqShared {
 // order the wgmma accumulators hold them (warp w, column group n, row half, lane: two floats), so that each warp's
 // share is 4 KiB of consecutive floats, stored without bank conflicts and added by one bulk copy.
 constexpr int DQ_TILE_FLOATS = ROWS * 64;
-__host__ __device__ constexpr int64_t dq_accumulator_floats(int batch_heads, int n_queries) {
-  return int64_t(batch_heads) * ((n_queries + ROWS - 1) / ROWS) * DQ_TILE_FLOATS;
-}
+
+// The query tiles of 64 a (batch, head) has: the tiles of the accumulator, and those the dK/dV pass walks.
+__host__ __device__ inline int query_tiles(const Problem& p) { return (p.n_queries + ROWS - 1) / ROWS; }
 
 template <typename T, int HEAD_DIM>
 __global__ void preprocess_kernel(const Problem problem, const Rows O, const Rows dO, float* delta) {
@@ -233,7 +233,7 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
       }
     }
     fence_shared_for_async();
-    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");  // the consumer's four warps' rows stored
+    consumer_sync(consumer);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {  // 16 keys a step: 16 rows of both tiles
@@ -258,7 +258,7 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
     fence_shared_for_async();
     __syncwarp();
     if (lane == 0) {
-      const int64_t tile = (int64_t(b) * p.heads + h) * ((p.n_queries + ROWS - 1) / ROWS) + first_tile + i;
+      const int64_t tile = (int64_t(b) * p.heads + h) * query_tiles(p) + first_tile + i;
       bulk_add(dq_acc + tile * DQ_TILE_FLOATS + warp * (DQ_TILE_FLOATS / 4), buffer, DQ_TILE_FLOATS);
     }
   };
@@ -408,7 +408,8 @@ __device__ __forceinline__ BackwardShared<HEAD_DIM, STAGES>& backward_shared(uns
 // DqShared, after BackwardShared in the one-pass kernel's shared memory
 template <int HEAD_DIM, int STAGES>
 __device__ __forceinline__ DqShared& dq_shared(BackwardShared<HEAD_DIM, STAGES>& sh) {
-  return *reinterpret_cast<DqShared*>(reinterpret_cast<unsigned char*>(&sh) + BACKWARD_SHARED_ROUNDED<HEAD_DIM, STAGES>);
+  unsigned char* past = reinterpret_cast<unsigned char*>(&sh) + BACKWARD_SHARED_ROUNDED<HEAD_DIM, STAGES>;
+  return *reinterpret_cast<DqShared*>(past);
 }
 
 // `full_arrivals`: the producer's thread that starts the copies, and in the dK/dV pass the lanes that copy L and D
@@ -439,7 +440,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int h = blockIdx.y, b = blockIdx.z, k0 = blockIdx.x * BLOCK_ROWS;
   // the query tiles that see these keys: all, or (causal, top-left) those from the tile holding query k0 on
   const int first_tile = CAUSAL ? k0 / ROWS : 0;
-  const int n_tiles = max(0, (problem.n_queries + ROWS - 1) / ROWS - first_tile);
+  const int n_tiles = max(0, query_tiles(problem) - first_tile);
   init_barriers(sh, 1 + ROW_COPIERS);
   if (threadIdx.x < 128) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGISTERS));
@@ -481,7 +482,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 #endif
 }
 
-// dQ = scale * the one-pass accumulator (dq_accumulator_floats' order), a block per (query tile, head, batch).
+// dQ = scale * the one-pass accumulator (DQ_TILE_FLOATS' order), a block per (query tile, head, batch).
 template <typename T>
 __global__ void dq_from_accumulator_kernel(const Problem problem, const float* dq_acc, const Rows dQ) {
   const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
@@ -527,7 +528,7 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
       const cudaError_t error = systems_flash_cuda::allow_shared<one_pass>(SHARED);
       if (error != cudaSuccess) return error;
       one_pass<<<key_blocks, THREADS, SHARED, stream>>>(k128, v128, q64, do64, p, L, delta, dk, dv, dq_acc);
-      dq_from_accumulator_kernel<T><<<dim3((p.n_queries + ROWS - 1) / ROWS, p.heads, p.batch), 256, 0, stream>>>(
+      dq_from_accumulator_kernel<T><<<dim3(query_tiles(p), p.heads, p.batch), 256, 0, stream>>>(
           p, dq_acc, dq);
       return cudaGetLastError();
     }
@@ -557,7 +558,7 @@ cudaError_t backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout
 }
 
 int64_t dq_accumulator_size(const Problem& p) {
-  return p.head_dim == 64 ? dq_accumulator_floats(p.batch * p.heads, p.n_queries) : 0;
+  return p.head_dim == 64 ? int64_t(p.batch) * p.heads * query_tiles(p) * DQ_TILE_FLOATS : 0;
 }
 
 }  // namespace systems_flash_hopper

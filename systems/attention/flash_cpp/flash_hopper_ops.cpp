@@ -58,21 +58,10 @@ std::tuple<Tensor, Tensor> hopper_forward(const Tensor& q, const Tensor& k, cons
 // One pass where the kernels have it (head dim 64) unless deterministic algorithms are asked for.
 std::tuple<Tensor, Tensor, Tensor> hopper_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                                                    const Tensor& dout, const Tensor& L, bool is_causal) {
-  check_cuda_inputs(q, k, v);  // before q's sizes are read
+  check_cuda_inputs(q, k, v);  // before check_hopper asks q's device
   check_hopper(q);
-  Tensor dq_acc;
-  const int64_t floats = systems_flash_hopper::dq_accumulator_size(problem(q, k, is_causal));
-  if (floats > 0 && !at::globalContext().deterministicAlgorithms()) {
-    dq_acc = at::zeros({floats}, q.options().dtype(at::kFloat));
-  }
-  float* acc = dq_acc.defined() ? dq_acc.data_ptr<float>() : nullptr;
-  const auto launch = [acc](const systems_flash_cuda::Problem& p, systems_flash_cuda::Rows q, systems_flash_cuda::Rows k,
-                            systems_flash_cuda::Rows v, systems_flash_cuda::Rows o, systems_flash_cuda::Rows dout,
-                            const float* L, float* delta, systems_flash_cuda::Rows dq, systems_flash_cuda::Rows dk,
-                            systems_flash_cuda::Rows dv, cudaStream_t stream) {
-    return systems_flash_hopper::backward(p, q, k, v, o, dout, L, delta, dq, dk, dv, acc, stream);
-  };
-  return run_backward(launch, q, k, v, o, dout, L, is_causal);
+  return run_backward(systems_flash_hopper::backward, systems_flash_hopper::dq_accumulator_size, q, k, v, o, dout, L,
+                      is_causal);
 }
 
 // From this many keys at head dim 128 hopper_backward is faster than the Triton kernels' backward; at fewer keys, and
