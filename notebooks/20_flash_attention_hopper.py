@@ -111,8 +111,8 @@ report.glue_all("hopper_variant", hopper.variant_facts(effects))
 # ## Against cuDNN, forward and backward
 #
 # The registered attention (`get_attention("flash_hopper")`) pairs this forward with the faster backward for the
-# shape, under one C++ autograd node: the CUDA one of the next section at head dimension 128 from 16,384 keys, our
-# Triton kernels' launched from C++ elsewhere. Both passes at the table's shapes, as chapter 07's sweep times them
+# shape, under one C++ autograd node: the CUDA one of the next section from 16,384 keys, our Triton kernels' launched
+# from C++ at fewer. Both passes at the table's shapes, as chapter 07's sweep times them
 # (inputs (B, H, N, d), the forward with autograd recording, forward+backward), in one process with our Triton
 # kernels and SDPA's two back ends; the share of peak is the achieved FLOP rate (the visible half of a causal score
 # matrix, `systems.flops`) over the GPU's dense bf16 peak ({glue:text}`hopper_peak_tflops:.0f` TFLOP/s).
@@ -142,15 +142,15 @@ report.glue_all("hopper_table", hopper.table_facts(versus))
 # in which a block owns 128 keys and its two consumers walk the query tiles that see them (Sᵀ and dPᵀ from shared
 # memory, dV and dK from registers). One producer warp feeds the ring through the copy engine; a second copies each
 # query tile's L and D (its row sums of dO ∘ O) into the same stage, so no consumer waits on a global load inside its
-# loop. At head dimension 64 it takes one pass: each consumer also stores its dSᵀ in shared memory, multiplies its
-# share of the tile's dQ (dS K, both operands read transposed by wgmma) and hands it to the copy engine, which adds
-# it into an fp32 accumulator while the next tile's products run; the two consumers' shares meet there, not in a
-# barrier, and a last kernel scales the sums into dQ. At head dimension 128 (and under
-# `torch.use_deterministic_algorithms`) it takes two passes, the second a dQ kernel that owns 128 queries and walks
-# the keys, nothing added up in a changing order. A consumer issues the next tile's S and dP before the last product
-# of the tile it is finishing, so the tensor cores have work while it computes P and dS; at head dimension 128 the
-# dK/dV kernel's accumulators leave no registers for a second tile's S and dP, and it keeps the order of one tile at
-# a time. It is correct at every tested shape; here it is timed alone beside the others' backward on the Triton
+# loop. It takes one pass: each consumer also stores its dSᵀ in shared memory, multiplies its share of the tile's dQ
+# (dS K, both operands read transposed by wgmma) and hands it to the copy engine, which adds it into an fp32
+# accumulator while the next tile's products run; the two consumers' shares meet there, not in a barrier, and a last
+# kernel scales the sums into dQ. Under `torch.use_deterministic_algorithms`, and at head dimension 128 below 4,096
+# keys, where it is the faster, it takes two passes, the second a dQ kernel that owns 128 queries and walks the keys,
+# nothing added up in a changing order. A consumer issues the next tile's S and dP before the last product of the
+# tile it is finishing, so the tensor cores have work while it computes P and dS; at head dimension 128 the dK/dV
+# kernel's accumulators leave no registers for a second tile's S and dP, and it keeps the order of one tile at a
+# time (its dQ share then waits for dK's product, so the two do not hold their registers at once). It is correct at every tested shape; here it is timed alone beside the others' backward on the Triton
 # forward's O and L (SDPA's and our Triton one through autograd), with the warp-specialised Gluon backward of an
 # earlier attempt.
 
@@ -170,5 +170,5 @@ report.glue_all("hopper_backward", hopper.backward_facts(backward))
 # One pass does five matrix products per tile pair, two passes seven. An earlier one-pass version, in which both
 # consumers' dSᵀ met in shared memory and one of them added dQ up, was slower than two passes: the barrier between
 # the consumers held them in step. The registered attention takes this backward where the runs recorded in the log
-# found it the faster, at head dimension 128 from 16,384 keys, and the Triton one elsewhere. The experiment log
+# found it the faster, from 16,384 keys at both head dimensions, and the Triton one at fewer. The experiment log
 # (`book/log.md`) has every attempt with its numbers, and what a next one needs.

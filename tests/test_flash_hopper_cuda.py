@@ -1,6 +1,6 @@
 """FlashAttention's forward written for Hopper in CUDA C++ (systems.attention.flash_cpp.hopper, registered as
 flash_hopper), with the Triton kernels' backward behind the same C++ autograd node; and the backward written for
-Hopper (one pass at head dim 64, two at 128 and under deterministic algorithms), on its own.
+Hopper (one pass; two at head dim 128 below 4,096 keys and under deterministic algorithms), on its own.
 
 On any machine with nvcc: every kernel instantiation compiled for sm_90a without spilling and without ptxas
 serialising the asynchronous products; the reasons the name gives where it cannot run. On an sm_90 GPU: every output
@@ -52,10 +52,10 @@ def test_kernels_compile_for_sm90a_without_spilling_or_serialising(tmp_path):
     assert "warning" not in report and "Potential Performance Loss" not in report, report
 
 
-# the backward's instantiations: 2 dtypes x 2 head dims x causal or not, per kernel; the one-pass dK/dV kernel (head
-# dim 64) 2 dtypes x causal or not more, and its last kernel, which scales dQ's sums, per dtype
-BACKWARD_KERNELS = {"hopper_bwd_dkdv_kernel": 12, "hopper_bwd_dq_kernel": 8, "preprocess_kernel": 4,
-                    "dq_from_accumulator_kernel": 2}
+# the backward's instantiations: 2 dtypes x 2 head dims x causal or not, per kernel, the dK/dV kernel with one pass
+# and two; the one pass's last kernel, which scales dQ's sums, per dtype and head dim
+BACKWARD_KERNELS = {"hopper_bwd_dkdv_kernel": 16, "hopper_bwd_dq_kernel": 8, "preprocess_kernel": 4,
+                    "dq_from_accumulator_kernel": 4}
 
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit) to compile the kernels")
@@ -116,7 +116,8 @@ def logsumexp(q, k, v, is_causal):
 # at both head dims (several trips round the ring of stages), and batch x heads past the grid's first dimension
 CASES = GPU_CASES + [((2,), 1, 257, 128, torch.float16, True), ((1, 2), 256, 256, 64, torch.float16, True),
                      ((1, 2), 2048, 2048, 128, torch.bfloat16, True), ((1, 2), 1500, 1700, 64, torch.bfloat16, True),
-                     ((8, 64), 65, 65, 64, torch.bfloat16, True)]
+                     ((8, 64), 65, 65, 64, torch.bfloat16, True), ((1, 2), 4100, 4500, 128, torch.float16, False),
+                     ((1, 1), 700, 4200, 128, torch.bfloat16, True)]
 IDS = [f"{c[1]}x{c[2]}-d{c[3]}-{str(c[4])[6:]}" for c in CASES]
 
 
@@ -168,11 +169,11 @@ def test_gpu_backward_matches_the_oracle(case, is_causal):
 
 @pytest.mark.gpu
 @HOPPER
-@pytest.mark.parametrize("d, passes", [(64, 1), (128, 2)])
-def test_gpu_the_backward_takes_one_pass_at_head_dim_64_unless_asked_to_be_deterministic(d, passes):
+@pytest.mark.parametrize("d, n, passes", [(64, 300, 1), (128, 4100, 1), (128, 300, 2)])
+def test_gpu_the_backward_takes_one_pass_where_faster_unless_asked_to_be_deterministic(d, n, passes):
     from torch.profiler import ProfilerActivity, profile
 
-    q, k, v, do = (torch.randn(2, 3, 300, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    q, k, v, do = (torch.randn(2, 3, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
     o, L = forward_hopper_cuda(q, k, v, True)
 
     def kernels_and_grads():
@@ -182,8 +183,8 @@ def test_gpu_the_backward_takes_one_pass_at_head_dim_64_unless_asked_to_be_deter
         return {e.key for e in prof.key_averages()}, grads
 
     names, fast = kernels_and_grads()
-    assert any("dq_from_accumulator" in n for n in names) == (passes == 1), names
-    assert any("hopper_bwd_dq_kernel" in n for n in names) == (passes == 2), names
+    assert any("dq_from_accumulator" in name for name in names) == (passes == 1), names
+    assert any("hopper_bwd_dq_kernel" in name for name in names) == (passes == 2), names
     torch.use_deterministic_algorithms(True)
     try:
         names, first = kernels_and_grads()
@@ -214,10 +215,11 @@ def test_gpu_the_operators_pass_pytorchs_checks():
 
 @pytest.mark.gpu
 @HOPPER
-@pytest.mark.parametrize("d, n, which", [(128, 16384, "hopper"), (128, 1024, "triton"), (64, 16384, "triton")])
+@pytest.mark.parametrize("d, n, which", [(128, 16384, "hopper"), (128, 1024, "triton"), (64, 16384, "hopper"),
+                                         (64, 2048, "triton")])
 def test_gpu_the_attention_takes_the_faster_backward_for_the_shape(d, n, which):
-    # the backward under flash_hopper's autograd node is, bit for bit, the one chosen for the shape (dK and dV: the
-    # Triton backward may add dQ up atomically, in an order that changes from call to call)
+    # the backward under flash_hopper's autograd node is, bit for bit, the one chosen for the shape (dK and dV: both
+    # backwards add dQ up in an order that changes from call to call)
     q, k, v, do = (torch.randn(1, 2, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
     qkv = [t.clone().requires_grad_() for t in (q, k, v)]
     got = torch.autograd.grad(flash_attention_hopper(*qkv, is_causal=True), qkv, do)
@@ -225,7 +227,7 @@ def test_gpu_the_attention_takes_the_faster_backward_for_the_shape(d, n, which):
     chosen = backward_hopper_cuda if which == "hopper" else torch.ops.systems_flash.triton_backward
     want = chosen(q, k, v, o, do, L, True)
     assert torch.equal(got[1], want[1]) and torch.equal(got[2], want[2])
-    torch.testing.assert_close(got[0], want[0], rtol=0, atol=0 if which == "hopper" else 2e-2)
+    torch.testing.assert_close(got[0], want[0], rtol=0, atol=2e-2)
 
 
 @pytest.mark.gpu

@@ -38,8 +38,8 @@ cudaError_t backward(const systems_flash_cuda::Problem& problem, systems_flash_c
                      const float* L, float* delta, systems_flash_cuda::Rows dq, systems_flash_cuda::Rows dk,
                      systems_flash_cuda::Rows dv, float* dq_acc, cudaStream_t stream);
 
-// The floats of the one-pass backward's dQ accumulator for `problem`; 0 where the backward has no one-pass kernel
-// (head dim 128: its dK, dV and dQ shares do not fit a consumer's registers together).
+// The floats of the one-pass backward's dQ accumulator for `problem`; 0 where two passes are the faster (head dim 128,
+// fewer than 4,096 keys).
 int64_t dq_accumulator_size(const systems_flash_cuda::Problem& problem);
 
 }  // namespace systems_flash_hopper

@@ -1,8 +1,8 @@
 // FlashAttention's backward written for Hopper (sm_90a) in CUDA C++, in the forward's shape (flash_hopper_forward.cu):
 // a producer warpgroup feeding rings of shared-memory stages through the copy engine, two consumer warpgroups of 64
 // rows each multiplying with asynchronous wgmma, the products that need no transposed operand issued from registers.
-// At head dim 64 one pass, as FlashAttention-2 and cuDNN take it, dQ added up in fp32 as the dK/dV pass goes; at 128
-// (and under torch.use_deterministic_algorithms) two passes, as the Triton kernels take them at that head dim
+// One pass, as FlashAttention-2 and cuDNN take it, dQ added up in fp32 as the dK/dV pass goes; under
+// torch.use_deterministic_algorithms two passes, as the Triton kernels take them at head dim 128
 // (../flash_triton/kernels.py), so nothing is added up in an order that changes from run to run:
 //   preprocess  D = rowsum(dO * O)
 //   dK/dV       a block owns 128 keys and walks the query tiles of 64 that see them; per tile, for its 64 keys
@@ -18,7 +18,9 @@
 //               dS = P (dP - D);  dQ += dS K
 // and at the end dK and dQ are scaled by the softmax scale.
 // Each consumer keeps the tensor cores fed across its tiles: the next tile's first two products are issued as soon as
-// the last product of this one is, and run while it finishes (FlashAttention-3's intra-warpgroup overlap). In the
+// the last product of this one is, and run while it finishes (FlashAttention-3's intra-warpgroup overlap), except in
+// the dK/dV pass at head dim 128, whose dK and dV take half a consumer's registers, and which runs a tile's products
+// in turn. In the
 // dK/dV pass a second producer warp copies each query tile's L and D into the stage beside Q and dO, so no consumer
 // waits on a global load inside its loop.
 #include "flash_hopper.cuh"
@@ -50,19 +52,21 @@ constexpr int ROW_COPIERS = 32;
 template <int HEAD_DIM, int STAGES>
 constexpr int BACKWARD_SHARED_ROUNDED = (sizeof(BackwardShared<HEAD_DIM, STAGES>) + 1023) / 1024 * 1024;
 
-// The one-pass dK/dV kernel's shared memory past BackwardShared (head dim 64), per consumer: two dS^T tiles (64 keys
-// by 64 queries in the 128-byte swizzle, the A operand of dQ = dS K; a warp writes one while the other warps' part
-// of the last product may still read the other) and two buffers of its share of dQ (one being added to the
-// accumulator by the copy engine while the other is written).
+// The one-pass dK/dV kernel's shared memory past BackwardShared, per consumer: two dS^T tiles (64 keys by 64
+// queries in the 128-byte swizzle, the A operand of dQ = dS K; a warp writes one while the other warps' part of the
+// last product may still read the other) and 32 KiB for its share of dQ: at head dim 64 two buffers (one being added
+// to the accumulator by the copy engine while the other is written), at 128 one (at head dim 128 this fills the
+// 227 KiB a block may have).
 struct DqShared {
   alignas(1024) unsigned char ds[2][2][TILE_HALF];
-  alignas(16) float dq[2][2][ROWS * 64];
+  alignas(16) float dq[2][2 * ROWS * 64];
 };
 
-// The fp32 accumulator of the one-pass backward: per (batch, head) and query tile of 64, the 64 x 64 sums in the
-// order the wgmma accumulators hold them (warp w, column group n, row half, lane: two floats), so that each warp's
-// share is 4 KiB of consecutive floats, stored without bank conflicts and added by one bulk copy.
-constexpr int DQ_TILE_FLOATS = ROWS * 64;
+// The fp32 accumulator of the one-pass backward: per (batch, head) and query tile of 64, the 64 x HEAD_DIM sums in
+// the order the wgmma accumulators hold them (warp w, column group n, row half, lane: two floats), so that each
+// warp's share is 16 rows' worth of consecutive floats, stored without bank conflicts and added by one bulk copy.
+template <int HEAD_DIM>
+constexpr int DQ_TILE_FLOATS = ROWS * HEAD_DIM;
 
 // The query tiles of 64 a (batch, head) has: the tiles of the accumulator, and those the dK/dV pass walks.
 __host__ __device__ inline int query_tiles(const Problem& p) { return (p.n_queries + ROWS - 1) / ROWS; }
@@ -158,8 +162,8 @@ __device__ __forceinline__ void produce_query_rows(BackwardShared<HEAD_DIM, STAG
   }
 }
 
-// dK/dV for one consumer's 64 keys (own_a = K, own_b = V; walked: walk_a = Q, walk_b = dO); ONE_PASS (head dim 64):
-// and this consumer's share of each query tile's dQ, added into dq_acc through dsh.
+// dK/dV for one consumer's 64 keys (own_a = K, own_b = V; walked: walk_a = Q, walk_b = dO); ONE_PASS: and this
+// consumer's share of each query tile's dQ, added into dq_acc through dsh.
 template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL, bool ONE_PASS>
 __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& sh, DqShared& dsh, const Problem& p,
                                              const Rows& dK, const Rows& dV, float* dq_acc, int k0, int h, int b,
@@ -219,7 +223,7 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
   // One pass: dq holds this consumer's share of a query tile's dQ from issue_dq until add_dq hands it to the copy
   // engine. dst[kk][r] is dS^T at key row 16 warp + lane / 4 + 8 (r % 2), queries 8 (2 kk + r / 2) + 2 t and one
   // more: stored in the copy engine's swizzle (16-byte chunk n of row r at n ^ (r % 8)), for wgmma to read.
-  float dq[32];
+  float dq[HEAD_DIM / 2];
   auto issue_dq = [&](int i) {  // once dst holds tile i's dS^T
     const uint32_t ds_tile = shared_address(dsh.ds[consumer][i % 2]);
 #pragma unroll
@@ -236,19 +240,30 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
     consumer_sync(consumer);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {  // 16 keys a step: 16 rows of both tiles
-      wgmma_ss_n64<T, 1>(dq, descriptor(ds_tile + kk * 2048, TILE_HALF, 1024),
-                         descriptor(k_rows + kk * 2048, BLOCK_HALF, 1024), kk);
+    for (int kk = 0; kk < 4; ++kk) {  // 16 keys a step: 16 rows of both tiles (K's column halves BLOCK_HALF apart)
+      const uint64_t a = descriptor(ds_tile + kk * 2048, TILE_HALF, 1024);
+      const uint64_t b = descriptor(k_rows + kk * 2048, BLOCK_HALF, 1024);
+      if constexpr (HEAD_DIM == 64) {
+        wgmma_ss_n64<T, 1>(dq, a, b, kk);
+      } else {
+        wgmma_ss_n128<T, 1>(dq, a, b, kk);
+      }
     }
     wgmma_commit();
   };
+  constexpr int WARP_FLOATS = DQ_TILE_FLOATS<HEAD_DIM> / 4;  // a warp's 16 rows of a tile's dQ
   auto add_dq = [&](int i) {  // once tile i's dQ share is in: into a buffer, and the copy engine adds it
-    float* buffer = dsh.dq[consumer][i % 2] + warp * (DQ_TILE_FLOATS / 4);
-    if (i >= 2 && lane == 0) bulk_wait_read<1>();  // this buffer's last addition (two tiles ago) has read it
+    float* buffer = dsh.dq[consumer] + (HEAD_DIM == 64 ? i % 2 * ROWS * 64 : 0) + warp * WARP_FLOATS;
+    // this buffer's last addition (two tiles ago at head dim 64, one at 128) has read it
+    if constexpr (HEAD_DIM == 64) {
+      if (i >= 2 && lane == 0) bulk_wait_read<1>();
+    } else {
+      if (i >= 1 && lane == 0) bulk_wait_read<0>();
+    }
     __syncwarp();
     fence_registers(dq);
 #pragma unroll
-    for (int n = 0; n < 8; ++n) {
+    for (int n = 0; n < HEAD_DIM / 8; ++n) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         *reinterpret_cast<float2*>(buffer + 2 * ((2 * n + half) * 32 + lane)) =
@@ -259,7 +274,7 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
     __syncwarp();
     if (lane == 0) {
       const int64_t tile = (int64_t(b) * p.heads + h) * query_tiles(p) + first_tile + i;
-      bulk_add(dq_acc + tile * DQ_TILE_FLOATS + warp * (DQ_TILE_FLOATS / 4), buffer, DQ_TILE_FLOATS);
+      bulk_add(dq_acc + tile * DQ_TILE_FLOATS<HEAD_DIM> + warp * WARP_FLOATS, buffer, WARP_FLOATS * 4);
     }
   };
 
@@ -312,9 +327,17 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
       fence_registers(dv);
       to_operand<T, ROWS>(dst, dp);
       issue_dk(i);
+      if constexpr (ONE_PASS) {
+        wgmma_wait<0>();  // dK: dS^T's registers free before dQ's 64 accumulators are taken
+        issue_dq(i);
+      }
       wgmma_wait<0>();
       fence_registers(dk);
       if (lane == 0) barrier_arrive(&sh.empty[i % STAGES]);
+      if constexpr (ONE_PASS) add_dq(i);
+    }
+    if constexpr (ONE_PASS) {
+      if (lane == 0) bulk_wait_done();
     }
   }
   store_accumulator<T, HEAD_DIM>(head_rows<T>(dK, b, h), dK.row_stride, dk, key, p.n_keys, p.scale);
@@ -483,14 +506,15 @@ __global__ void __launch_bounds__(THREADS, 1)
 }
 
 // dQ = scale * the one-pass accumulator (DQ_TILE_FLOATS' order), a block per (query tile, head, batch).
-template <typename T>
+template <typename T, int HEAD_DIM>
 __global__ void dq_from_accumulator_kernel(const Problem problem, const float* dq_acc, const Rows dQ) {
+  constexpr int TILE_FLOATS = DQ_TILE_FLOATS<HEAD_DIM>;
   const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const float2* sums = reinterpret_cast<const float2*>(
-      dq_acc + ((int64_t(b) * problem.heads + h) * gridDim.x + tile) * DQ_TILE_FLOATS);
+      dq_acc + ((int64_t(b) * problem.heads + h) * gridDim.x + tile) * TILE_FLOATS);
   T* out = head_rows<T>(dQ, b, h);
-  for (int i = threadIdx.x; i < DQ_TILE_FLOATS / 2; i += blockDim.x) {  // (warp, n, half, lane) of the products
-    const int lane = i % 32, half = i / 32 % 2, n = i / 64 % 8, warp = i / 512;
+  for (int i = threadIdx.x; i < TILE_FLOATS / 2; i += blockDim.x) {  // (warp, n, half, lane) of the products
+    const int lane = i % 32, half = i / 32 % 2, n = i / 64 % (HEAD_DIM / 8), warp = i / (8 * HEAD_DIM);
     const int row = tile * ROWS + warp * 16 + lane / 4 + 8 * half, col = 8 * n + 2 * (lane % 4);
     if (row >= problem.n_queries) continue;
     const float2 sum = sums[i];
@@ -502,7 +526,8 @@ __global__ void dq_from_accumulator_kernel(const Problem problem, const float* d
 namespace {
 
 // Ring depths: a consumer that leaves a tile's last product running into the next tile hands its stage back one
-// tile later, so the producer needs a third stage to stay a tile ahead (the dQ pass, and dK/dV at head dim 64)
+// tile later, so the producer needs a third stage to stay a tile ahead (the dQ pass, and dK/dV at head dim 64); at
+// head dim 128 two fill the block's shared memory
 template <int HEAD_DIM>
 constexpr int DKDV_STAGES = HEAD_DIM == 64 ? 3 : 2;
 constexpr int DQ_STAGES = 3;
@@ -521,17 +546,15 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
     if (error != cudaSuccess) return error;
   }
   const dim3 key_blocks((p.n_keys + BLOCK_ROWS - 1) / BLOCK_ROWS, p.heads, p.batch);
-  if constexpr (HEAD_DIM == 64) {
-    if (dq_acc != nullptr) {
-      constexpr int SHARED = BACKWARD_SHARED_ROUNDED<HEAD_DIM, DKDV_STAGES<HEAD_DIM>> + sizeof(DqShared) + 1024;
-      constexpr auto one_pass = hopper_bwd_dkdv_kernel<T, HEAD_DIM, DKDV_STAGES<HEAD_DIM>, CAUSAL, true>;
-      const cudaError_t error = systems_flash_cuda::allow_shared<one_pass>(SHARED);
-      if (error != cudaSuccess) return error;
-      one_pass<<<key_blocks, THREADS, SHARED, stream>>>(k128, v128, q64, do64, p, L, delta, dk, dv, dq_acc);
-      dq_from_accumulator_kernel<T><<<dim3(query_tiles(p), p.heads, p.batch), 256, 0, stream>>>(
-          p, dq_acc, dq);
-      return cudaGetLastError();
-    }
+  if (dq_acc != nullptr) {
+    constexpr int SHARED = BACKWARD_SHARED_ROUNDED<HEAD_DIM, DKDV_STAGES<HEAD_DIM>> + sizeof(DqShared) + 1024;
+    constexpr auto one_pass = hopper_bwd_dkdv_kernel<T, HEAD_DIM, DKDV_STAGES<HEAD_DIM>, CAUSAL, true>;
+    const cudaError_t error = systems_flash_cuda::allow_shared<one_pass>(SHARED);
+    if (error != cudaSuccess) return error;
+    one_pass<<<key_blocks, THREADS, SHARED, stream>>>(k128, v128, q64, do64, p, L, delta, dk, dv, dq_acc);
+    dq_from_accumulator_kernel<T, HEAD_DIM><<<dim3(query_tiles(p), p.heads, p.batch), 256, 0, stream>>>(
+        p, dq_acc, dq);
+    return cudaGetLastError();
   }
   constexpr int DKDV_SHARED = sizeof(BackwardShared<HEAD_DIM, DKDV_STAGES<HEAD_DIM>>) + 1024;
   constexpr int DQ_SHARED = sizeof(BackwardShared<HEAD_DIM, DQ_STAGES>) + 1024;
@@ -557,8 +580,11 @@ cudaError_t backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout
   });
 }
 
+// At head dim 128 the one pass is the slower below 4,096 keys (its dK/dV kernel runs a tile's products in turn; the
+// two passes overlap them): two passes there (book/log.md, 2026-11-27).
 int64_t dq_accumulator_size(const Problem& p) {
-  return p.head_dim == 64 ? int64_t(p.batch) * p.heads * query_tiles(p) * DQ_TILE_FLOATS : 0;
+  if (p.head_dim == 128 && p.n_keys < 4096) return 0;
+  return int64_t(p.batch) * p.heads * query_tiles(p) * ROWS * p.head_dim;
 }
 
 }  // namespace systems_flash_hopper

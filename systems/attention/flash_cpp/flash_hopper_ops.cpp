@@ -55,7 +55,7 @@ std::tuple<Tensor, Tensor> hopper_forward(const Tensor& q, const Tensor& k, cons
   return hopper_forward_variant(q, k, v, is_causal, fastest.stages, fastest.pingpong, fastest.consumers);
 }
 
-// One pass where the kernels have it (head dim 64) unless deterministic algorithms are asked for.
+// One pass where it is the faster (dq_accumulator_size) unless deterministic algorithms are asked for.
 std::tuple<Tensor, Tensor, Tensor> hopper_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                                                    const Tensor& dout, const Tensor& L, bool is_causal) {
   check_cuda_inputs(q, k, v);  // before check_hopper asks q's device
@@ -64,8 +64,8 @@ std::tuple<Tensor, Tensor, Tensor> hopper_backward(const Tensor& q, const Tensor
                       is_causal);
 }
 
-// From this many keys at head dim 128 hopper_backward is faster than the Triton kernels' backward; at fewer keys, and
-// at head dim 64, it is slower (book/log.md, 2026-11-26)
+// From this many keys hopper_backward (one pass) is faster than the Triton kernels' backward at head dims 64 and
+// 128; at fewer keys it is slower (book/log.md, 2026-11-27)
 constexpr int64_t kHopperBackwardFromKeys = 16384;
 
 struct TritonBackward {
@@ -75,7 +75,7 @@ struct TritonBackward {
 std::tuple<Tensor, Tensor, Tensor> hopper_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                                              const Tensor& o, const Tensor& dout, const Tensor& L,
                                                              bool is_causal) {
-  if (q.size(3) == 128 && k.size(2) >= kHopperBackwardFromKeys) {
+  if (k.size(2) >= kHopperBackwardFromKeys) {
     return hopper_backward(q, k, v, o, dout, L, is_causal);
   }
   return systems_flash::backward_op<TritonBackward>().call(q, k, v, o, dout, L, is_causal);

@@ -1,12 +1,12 @@
 """FlashAttention's forward written for Hopper in CUDA C++ (``flash_hopper_forward.cu``): the copy engine feeding a
 ring of shared-memory stages, two consumer warpgroups multiplying with asynchronous wgmma while their exponentials
 run, registers moved from the producer to the consumers, and the consumers taking turns at the tensor cores
-(FlashAttention-3's design). A backward in the forward's shape (``flash_hopper_backward.cu``: at head dim 64 one
-pass, dQ added up by the copy engine as the dK/dV kernel goes; at 128, and under deterministic algorithms, dK/dV
-then dQ) is here too, :func:`backward_hopper_cuda`. Registered as ``flash_hopper``: this forward and, under one C++
-autograd node (``torch.ops.systems_flash.hopper_attention``), whichever backward is the faster for the shape: this
-one at head dim 128 from 16,384 keys, the Triton kernels' launched from C++ elsewhere (chapter 20 times both;
-``book/log.md`` has every version's numbers).
+(FlashAttention-3's design). A backward in the forward's shape (``flash_hopper_backward.cu``: one pass, dQ added
+up by the copy engine as the dK/dV kernel goes; dK/dV then dQ at head dim 128 below 4,096 keys, where that is the
+faster, and under deterministic algorithms) is here too, :func:`backward_hopper_cuda`. Registered as
+``flash_hopper``: this forward and, under one C++ autograd node (``torch.ops.systems_flash.hopper_attention``),
+whichever backward is the faster for the shape: this one from 16,384 keys, the Triton kernels' launched from C++
+elsewhere (chapter 20 times both; ``book/log.md`` has every version's numbers).
 
 It runs on sm_90 GPUs (H100, H200), bf16 and fp16, head dims 64 and 128; other inputs go to the portable Triton
 kernel. The kernel is built on first use for ``sm_90a`` (nvcc), beside the Triton kernels' C++ host path.
