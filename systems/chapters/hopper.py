@@ -142,18 +142,9 @@ def table_facts(versus: pd.DataFrame, impl: str = "flash_hopper") -> dict:
             r = board[column] if column else board[impl] / board["flash_triton"]
             value = r.iloc[0] if len(r) else float("nan")
             out[f"{name}_board{against}_words"] = times(value) if pd.notna(value) else "not measured"
-    faster_forward_slower_both = out["forward_board_vs_triton_words"].endswith("faster") and \
-        out["both_board_vs_triton_words"].endswith("slower")
-    out["board_vs_triton_words"] = pick(
-        faster_forward_slower_both,
+    out["board_vs_triton_words"] = (
         f"At the leaderboard's shape the pairing's forward+backward is {out['both_board_vs_triton_words']} than "
-        f"flash_triton's although its forward is {out['forward_board_vs_triton_words']}: the same Triton backward "
-        "takes longer after the Hopper forward. The two forwards lay O out differently (contiguous here, (B, N, H, d) "
-        "memory from the Triton forward), which changes what the backward reads; which part costs the time is not "
-        "measured yet.",
-        f"At the leaderboard's shape the pairing's forward+backward is {out['both_board_vs_triton_words']} than "
-        f"flash_triton's, its forward {out['forward_board_vs_triton_words']}; the backward is the same Triton kernel "
-        "in both.")
+        f"flash_triton's, its forward {out['forward_board_vs_triton_words']}.")
     behind = versus[(versus["pass"] == "fwd") & (ratio > 1)]["shape"].tolist()
     out["forward_behind_words"] = pick(len(behind) > 0, f"The forward is behind cuDNN's at {listed(behind)}.",
                                        "The forward is nowhere behind cuDNN's.")
