@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Build, the Hopper backward's GPU tests (and the new long cases' forward), then chapter 20.
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
+t0=$(date +%s)
+python3 -c 'import torch; from systems.attention.flash_cpp.hopper import unavailable; print("build:", unavailable(torch.device("cuda")))' > $OUT/build.log 2>&1
+echo "built after $(( $(date +%s) - t0 )) s: $(tail -n1 $OUT/build.log)"
+timeout 200 python3 -m pytest -m gpu tests/test_flash_hopper_cuda.py -q -p no:cacheprovider -k "backward or takes or 4100x4500 or 700x4200" > $OUT/pytest.log 2>&1
+echo "pytest rc=$? after $(( $(date +%s) - t0 )) s: $(tail -n1 $OUT/pytest.log)"
+.gpu/multi.sh $(( 560 - ($(date +%s) - t0) )) 20_flash_attention_hopper
