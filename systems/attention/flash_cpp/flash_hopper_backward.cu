@@ -2,8 +2,9 @@
 // a producer warpgroup feeding rings of shared-memory stages through the copy engine, two consumer warpgroups of 64
 // rows each multiplying with asynchronous wgmma, the products that need no transposed operand issued from registers.
 // One pass, as FlashAttention-2 and cuDNN take it, dQ added up in fp32 as the dK/dV pass goes; under
-// torch.use_deterministic_algorithms two passes, as the Triton kernels take them at head dim 128
-// (../flash_triton/kernels.py), so nothing is added up in an order that changes from run to run:
+// torch.use_deterministic_algorithms (nothing then added up in an order that changes from run to run), and at head
+// dim 128 below 4,096 keys (dq_accumulator_size), two passes, as the Triton kernels take them at that head dim
+// (../flash_triton/kernels.py):
 //   preprocess  D = rowsum(dO * O)
 //   dK/dV       a block owns 128 keys and walks the query tiles of 64 that see them; per tile, for its 64 keys
 //                 S^T = K Q^T and dP^T = V dO^T issued together (shared memory)
@@ -328,7 +329,7 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
       to_operand<T, ROWS>(dst, dp);
       issue_dk(i);
       if constexpr (ONE_PASS) {
-        wgmma_wait<0>();  // dK: dS^T's registers free before dQ's 64 accumulators are taken
+        wgmma_wait<0>();  // dK's product, which reads dS^T from registers, done before dQ's 64 accumulators are taken
         issue_dq(i);
       }
       wgmma_wait<0>();
