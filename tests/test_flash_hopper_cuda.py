@@ -191,7 +191,8 @@ def test_gpu_the_backward_takes_one_pass_where_faster_unless_asked_to_be_determi
         _, second = kernels_and_grads()
     finally:
         torch.use_deterministic_algorithms(False)
-    assert any("hopper_bwd_dq_kernel" in n for n in names) and not any("dq_from_accumulator" in n for n in names)
+    assert any("hopper_bwd_dq_kernel" in name for name in names) and \
+        not any("dq_from_accumulator" in name for name in names)
     for a, b in zip(first, second):
         assert torch.equal(a, b)  # two passes add nothing up in a changing order
     for a, b in zip(first, fast):  # one pass adds the same terms in another order

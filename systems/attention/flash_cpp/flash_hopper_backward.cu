@@ -253,14 +253,11 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
     wgmma_commit();
   };
   constexpr int WARP_FLOATS = DQ_TILE_FLOATS<HEAD_DIM> / 4;  // a warp's 16 rows of a tile's dQ
+  constexpr int BUFFERS = HEAD_DIM == 64 ? 2 : 1;              // tiles' shares in a consumer's 32 KiB
+  static_assert(BUFFERS * DQ_TILE_FLOATS<HEAD_DIM> == sizeof(DqShared::dq[0]) / sizeof(float));
   auto add_dq = [&](int i) {  // once tile i's dQ share is in: into a buffer, and the copy engine adds it
-    float* buffer = dsh.dq[consumer] + (HEAD_DIM == 64 ? i % 2 * ROWS * 64 : 0) + warp * WARP_FLOATS;
-    // this buffer's last addition (two tiles ago at head dim 64, one at 128) has read it
-    if constexpr (HEAD_DIM == 64) {
-      if (i >= 2 && lane == 0) bulk_wait_read<1>();
-    } else {
-      if (i >= 1 && lane == 0) bulk_wait_read<0>();
-    }
+    float* buffer = dsh.dq[consumer] + i % BUFFERS * DQ_TILE_FLOATS<HEAD_DIM> + warp * WARP_FLOATS;
+    if (i >= BUFFERS && lane == 0) bulk_wait_read<BUFFERS - 1>();  // this buffer's last addition has read it
     __syncwarp();
     fence_registers(dq);
 #pragma unroll
