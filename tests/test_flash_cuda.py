@@ -30,10 +30,10 @@ SOURCES = Path(flash_cpp.__file__).parent
 NVCC = shutil.which("nvcc") or next((str(p) for p in [Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" /
                                                       "nvcc"] if p.exists()), None)
 # every kernel instantiation a launch can reach: 2 dtypes x 2 head dims x causal or not, per kernel (the dK/dV pass
-# also one pass or two)
+# also one pass or two; delta per dtype and head dim, dQ's scaling per dtype)
 KERNELS = {"flash_cuda_forward.cu": {"flash_fwd_kernel": 8},
            "flash_cuda_backward.cu": {"flash_bwd_dkdv_kernel": 16, "flash_bwd_dq_kernel": 8,
-                                      "flash_bwd_preprocess_kernel": 2, "flash_bwd_scale_dq_kernel": 2}}
+                                      "delta_kernel": 4, "flash_bwd_scale_dq_kernel": 2}}
 SPILL_BYTES_ALLOWED = 16  # per kernel, stores and loads: a loop-invariant scalar or two (see the test)
 
 

@@ -54,7 +54,7 @@ def test_kernels_compile_for_sm90a_without_spilling_or_serialising(tmp_path):
 
 # the backward's instantiations: 2 dtypes x 2 head dims x causal or not, per kernel, the dK/dV kernel with one pass
 # and two; the one pass's last kernel, which scales dQ's sums, per dtype and head dim
-BACKWARD_KERNELS = {"hopper_bwd_dkdv_kernel": 16, "hopper_bwd_dq_kernel": 8, "preprocess_kernel": 4,
+BACKWARD_KERNELS = {"hopper_bwd_dkdv_kernel": 16, "hopper_bwd_dq_kernel": 8, "delta_kernel": 4,
                     "dq_from_accumulator_kernel": 4}
 
 

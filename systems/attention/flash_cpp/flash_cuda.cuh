@@ -307,6 +307,44 @@ __device__ __forceinline__ T* head_rows(const Rows& rows, int b, int h) {
   return static_cast<T*>(rows.data) + b * rows.batch_stride + h * rows.head_stride;
 }
 
+// The backward's first kernel, for either backward: delta = rowsum(dO * O), in fp32, (B, H, Nq) flattened. A row's
+// HEAD_DIM / 8 lanes each read 16 bytes of O and of dO, so a warp's loads cover whole rows of 128 or 256 bytes
+// (one thread a row strided across threads by the row's stride: ten times the 128-byte lines a warp reads).
+constexpr int DELTA_THREADS = 256;
+
+template <typename T, int HEAD_DIM>
+__global__ void __launch_bounds__(DELTA_THREADS)
+    delta_kernel(const Problem problem, const Rows O, const Rows DO, float* delta) {
+  constexpr int LANES = HEAD_DIM / 8;  // a power of two within a warp: the shuffles below stay in the row's lanes
+  const int64_t rows = int64_t(problem.batch) * problem.heads * problem.n_queries;
+  const int64_t index = (int64_t(blockIdx.x) * DELTA_THREADS + threadIdx.x) / LANES;
+  const int chunk = threadIdx.x % LANES;
+  float sum = 0.f;
+  if (index < rows) {  // (no early return: every lane takes part in the shuffles)
+    const int i = index % problem.n_queries, bh = index / problem.n_queries;
+    const int h = bh % problem.heads, b = bh / problem.heads;
+    const uint4 a = *reinterpret_cast<const uint4*>(head_rows<T>(O, b, h) + i * O.row_stride + 8 * chunk);
+    const uint4 g = *reinterpret_cast<const uint4*>(head_rows<T>(DO, b, h) + i * DO.row_stride + 8 * chunk);
+    const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, gw[4] = {g.x, g.y, g.z, g.w};
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const float2 x = Element<T>::unpack(aw[w]), y = Element<T>::unpack(gw[w]);
+      sum += x.x * y.x + x.y * y.y;
+    }
+  }
+#pragma unroll
+  for (int offset = LANES / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  if (chunk == 0 && index < rows) delta[index] = sum;
+}
+
+template <typename T, int HEAD_DIM>
+cudaError_t launch_delta(const Problem& p, Rows o, Rows dout, float* delta, cudaStream_t stream) {
+  const int64_t threads = int64_t(p.batch) * p.heads * p.n_queries * (HEAD_DIM / 8);
+  delta_kernel<T, HEAD_DIM><<<(threads + DELTA_THREADS - 1) / DELTA_THREADS, DELTA_THREADS, 0, stream>>>(p, o, dout,
+                                                                                                      delta);
+  return cudaGetLastError();
+}
+
 // Rows g and g + 8 of a warp's 16-row C fragments (TILES tiles of 8 columns), times `scale`, stored as T into an
 // (n_rows, HEAD_DIM) matrix from row `row`: O, dQ, dK, dV.
 template <int TILES, typename T>

@@ -2,7 +2,7 @@
 // asked for, it takes the two passes of the Triton kernel's deterministic backward
 // (systems/attention/flash_triton/kernels.py): no atomics, so the gradients repeat bit for bit.
 //
-//   preprocess   delta = rowsum(dO * O), one warp per row
+//   preprocess   delta = rowsum(dO * O) (delta_kernel, flash_cuda.cuh)
 //   dK/dV pass   a block owns BLOCK_K = 16 NUM_WARPS keys (16 per warp, dK and dV in fp32 registers) and walks
 //                the query tiles that see them, Q and dO two stages deep in shared memory:
 //                  S^T = K Q^T,  P^T = exp2(S^T scale log2e - L log2e),  dP^T = V dO^T,  dS^T = P^T * (dP^T - delta)
@@ -23,28 +23,6 @@
 #include "flash_cuda.cuh"
 
 namespace systems_flash_cuda {
-
-template <typename T>
-__global__ void __launch_bounds__(256)
-    flash_bwd_preprocess_kernel(const Problem problem, const Rows O, const Rows DO, float* delta) {
-  const int64_t rows = int64_t(problem.batch) * problem.heads * problem.n_queries;
-  const int64_t index = int64_t(blockIdx.x) * 8 + threadIdx.x / 32;  // (b, h, i) flattened: 8 rows a block
-  const int lane = threadIdx.x % 32;
-  if (index >= rows) return;
-  const int i = index % problem.n_queries, bh = index / problem.n_queries;
-  const int h = bh % problem.heads, b = bh / problem.heads;
-  const T* o = head_rows<T>(O, b, h) + i * O.row_stride;
-  const T* dout = head_rows<T>(DO, b, h) + i * DO.row_stride;
-  float sum = 0.f;
-  for (int c = 2 * lane; c < problem.head_dim; c += 64) {
-    const float2 x = Element<T>::unpack(*reinterpret_cast<const uint32_t*>(o + c));
-    const float2 y = Element<T>::unpack(*reinterpret_cast<const uint32_t*>(dout + c));
-    sum += x.x * y.x + x.y * y.y;
-  }
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-  if (lane == 0) delta[index] = sum;
-}
 
 // dQ_acc += this lane's part of a (16, 32) C tile of dQ, rows `row` and row + 8, columns col..col + 31; rows past
 // n_rows are not added. sm_90 adds two floats per instruction.
@@ -360,9 +338,7 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
                             Rows dq, Rows dk, Rows dv, float* dq_acc, cudaStream_t stream) {
   constexpr int NUM_WARPS = 8, DKDV_PART_Q = HEAD_DIM == 64 ? 64 : 32, DQ_BLOCK_K = 64;
   constexpr int BLOCK_ROWS = 16 * NUM_WARPS;  // the keys of a dK/dV block, the queries of a dQ block
-  const int64_t rows = int64_t(p.batch) * p.heads * p.n_queries;
-  flash_bwd_preprocess_kernel<T><<<(rows + 7) / 8, 256, 0, stream>>>(p, o, dout, delta);
-  cudaError_t error = cudaGetLastError();
+  cudaError_t error = launch_delta<T, HEAD_DIM>(p, o, dout, delta, stream);
   if (error != cudaSuccess) return error;
 
   // the dK/dV pass, adding dQ up too (one pass) or not
@@ -380,7 +356,7 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
   };
   if (dq_acc != nullptr) {
     if ((error = dkdv_pass(std::true_type{})) != cudaSuccess) return error;
-    const int64_t chunks = rows * (HEAD_DIM / 8);
+    const int64_t chunks = int64_t(p.batch) * p.heads * p.n_queries * (HEAD_DIM / 8);
     flash_bwd_scale_dq_kernel<T><<<(chunks + 255) / 256, 256, 0, stream>>>(p, dq_acc, dq);
     return cudaGetLastError();
   }

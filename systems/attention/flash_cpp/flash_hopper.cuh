@@ -34,6 +34,15 @@ constexpr int PRODUCER_REGISTERS = 24;
 template <typename T>
 constexpr bool IS_BF16 = std::is_same_v<T, __nv_bfloat16>;
 
+// A kernel's shared-memory layout S at the first 1024-byte boundary of its dynamic shared memory (16-byte aligned;
+// the swizzle needs 1024, and each launch asks for the slack). The offset is added to the __shared__ array itself,
+// not through an integer, so the compiler still knows every access through S is to shared memory and emits
+// LDS/STS: through an integer cast it emits generic loads and stores, slower, on the long scoreboard.
+template <typename S>
+__device__ __forceinline__ S& shared_layout(unsigned char* raw) {
+  return *reinterpret_cast<S*>(raw + ((1024 - shared_address(raw) % 1024) % 1024));
+}
+
 
 // the device code below exists for sm_90a alone (wgmma, setmaxnreg); other passes compile empty kernels
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)

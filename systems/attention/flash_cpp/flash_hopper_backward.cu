@@ -5,7 +5,7 @@
 // torch.use_deterministic_algorithms (nothing then added up in an order that changes from run to run), and at head
 // dim 128 below 4,096 keys (dq_accumulator_size), two passes, as the Triton kernels take them at that head dim
 // (../flash_triton/kernels.py):
-//   preprocess  D = rowsum(dO * O)
+//   preprocess  D = rowsum(dO * O) (delta_kernel, flash_cuda.cuh)
 //   dK/dV       a block owns 128 keys and walks the query tiles of 64 that see them; per tile, for its 64 keys
 //                 S^T = K Q^T and dP^T = V dO^T issued together (shared memory)
 //                 P^T = exp2(S^T scale log2e - L log2e)          (under dP^T)
@@ -64,37 +64,14 @@ struct DqShared {
 };
 
 // The fp32 accumulator of the one-pass backward: per (batch, head) and query tile of 64, the 64 x HEAD_DIM sums in
-// the order the wgmma accumulators hold them (warp w, column group n, row half, lane: two floats), so that each
-// warp's share is 16 rows' worth of consecutive floats, stored without bank conflicts and added by one bulk copy.
+// the order the wgmma accumulators hold them (warp w, column group n, lane: four floats, rows r and r + 8 of columns
+// 8 n + 2 (lane % 4) and one more), so that each warp's share is 16 rows' worth of consecutive floats, stored 16
+// bytes a lane without bank conflicts and added by one bulk copy.
 template <int HEAD_DIM>
 constexpr int DQ_TILE_FLOATS = ROWS * HEAD_DIM;
 
 // The query tiles of 64 a (batch, head) has: the tiles of the accumulator, and those the dK/dV pass walks.
 __host__ __device__ inline int query_tiles(const Problem& p) { return (p.n_queries + ROWS - 1) / ROWS; }
-
-template <typename T, int HEAD_DIM>
-__global__ void preprocess_kernel(const Problem problem, const Rows O, const Rows dO, float* delta) {
-  const int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t rows = int64_t(problem.batch) * problem.heads * problem.n_queries;
-  if (row >= rows) return;
-  const int r = row % problem.n_queries, bh = row / problem.n_queries;
-  const int h = bh % problem.heads, b = bh / problem.heads;
-  const T* o = head_rows<T>(O, b, h) + r * O.row_stride;
-  const T* d = head_rows<T>(dO, b, h) + r * dO.row_stride;
-  float sum = 0.f;
-#pragma unroll
-  for (int c = 0; c < HEAD_DIM; c += 8) {  // 16 bytes at a time; rows start on 16 bytes
-    const uint4 a = *reinterpret_cast<const uint4*>(o + c), g = *reinterpret_cast<const uint4*>(d + c);
-    const uint32_t* aw = reinterpret_cast<const uint32_t*>(&a);
-    const uint32_t* gw = reinterpret_cast<const uint32_t*>(&g);
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {
-      const float2 x = Element<T>::unpack(aw[w]), y = Element<T>::unpack(gw[w]);
-      sum += x.x * y.x + x.y * y.y;
-    }
-  }
-  delta[row] = sum;
-}
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
@@ -192,10 +169,11 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
     const bool diagonal = CAUSAL && q0 < my_k0 + ROWS - 1;  // some key of this consumer's past some query
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
+      const float2 l = *reinterpret_cast<const float2*>(lse + 8 * n + 2 * t);  // 8-byte aligned: 2 t is even
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int c = e & 1, query = q0 + 8 * n + 2 * t + c;
-        float pv = fast_exp2(fmaf(s[4 * n + e], qk_scale, -lse[8 * n + 2 * t + c] * LOG2E));
+        float pv = fast_exp2(fmaf(s[4 * n + e], qk_scale, -(c ? l.y : l.x) * LOG2E));
         if (diagonal && key + 8 * (e >> 1) > query) pv = 0.f;
         s[4 * n + e] = pv;
       }
@@ -209,9 +187,10 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
     fence_registers(dp);
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
+      const float2 pair = *reinterpret_cast<const float2*>(dd + 8 * n + 2 * t);
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
-        const float d = dd[8 * n + 2 * t + c];
+        const float d = c ? pair.y : pair.x;
         dp[4 * n + c] = s[4 * n + c] * (dp[4 * n + c] - d);
         dp[4 * n + 2 + c] = s[4 * n + 2 + c] * (dp[4 * n + 2 + c] - d);
       }
@@ -262,11 +241,8 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
     fence_registers(dq);
 #pragma unroll
     for (int n = 0; n < HEAD_DIM / 8; ++n) {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        *reinterpret_cast<float2*>(buffer + 2 * ((2 * n + half) * 32 + lane)) =
-            make_float2(dq[4 * n + 2 * half], dq[4 * n + 2 * half + 1]);
-      }
+      *reinterpret_cast<float4*>(buffer + 4 * (n * 32 + lane)) =
+          make_float4(dq[4 * n], dq[4 * n + 1], dq[4 * n + 2], dq[4 * n + 3]);
     }
     fence_shared_for_async();
     __syncwarp();
@@ -419,13 +395,6 @@ __device__ __forceinline__ void consume_dq(BackwardShared<HEAD_DIM, STAGES>& sh,
   store_accumulator<T, HEAD_DIM>(head_rows<T>(dQ, b, h), dQ.row_stride, dq, row, p.n_queries, p.scale);
 }
 
-template <int HEAD_DIM, int STAGES>
-__device__ __forceinline__ BackwardShared<HEAD_DIM, STAGES>& backward_shared(unsigned char* raw) {
-  // dynamic shared memory is 16-byte aligned; the swizzle needs 1024 (the launch asks for the slack)
-  return *reinterpret_cast<BackwardShared<HEAD_DIM, STAGES>*>((reinterpret_cast<uintptr_t>(raw) + 1023) &
-                                                              ~uintptr_t(1023));
-}
-
 // DqShared, after BackwardShared in the one-pass kernel's shared memory
 template <int HEAD_DIM, int STAGES>
 __device__ __forceinline__ DqShared& dq_shared(BackwardShared<HEAD_DIM, STAGES>& sh) {
@@ -457,7 +426,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                            float* dq_acc) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char raw[];
-  auto& sh = backward_shared<HEAD_DIM, STAGES>(raw);
+  auto& sh = shared_layout<BackwardShared<HEAD_DIM, STAGES>>(raw);
   const int h = blockIdx.y, b = blockIdx.z, k0 = blockIdx.x * BLOCK_ROWS;
   // the query tiles that see these keys: all, or (causal, top-left) those from the tile holding query k0 on
   const int first_tile = CAUSAL ? k0 / ROWS : 0;
@@ -486,7 +455,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                          const Problem problem, const float* L, const float* delta, const Rows dQ) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char raw[];
-  auto& sh = backward_shared<HEAD_DIM, STAGES>(raw);
+  auto& sh = shared_layout<BackwardShared<HEAD_DIM, STAGES>>(raw);
   // causal: the last query tiles see the most keys; launched first, they do not trail at the end
   const int query_tile = CAUSAL ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int h = blockIdx.y, b = blockIdx.z, q0 = query_tile * BLOCK_ROWS;
@@ -503,21 +472,35 @@ __global__ void __launch_bounds__(THREADS, 1)
 #endif
 }
 
-// dQ = scale * the one-pass accumulator (DQ_TILE_FLOATS' order), a block per (query tile, head, batch).
+// dQ = scale * the one-pass accumulator (DQ_TILE_FLOATS' order), a block per (query tile, head, batch): the tile
+// rounded to T into shared memory, then written out 16 bytes a thread along its rows. Each row is padded by 16 bytes
+// so that the eight rows a warp's 4-byte stores reach fall in distinct banks.
+constexpr int DQ_FROM_THREADS = 256;
+
 template <typename T, int HEAD_DIM>
-__global__ void dq_from_accumulator_kernel(const Problem problem, const float* dq_acc, const Rows dQ) {
-  constexpr int TILE_FLOATS = DQ_TILE_FLOATS<HEAD_DIM>;
+__global__ void __launch_bounds__(DQ_FROM_THREADS)
+    dq_from_accumulator_kernel(const Problem problem, const float* dq_acc, const Rows dQ) {
+  constexpr int TILE_FLOATS = DQ_TILE_FLOATS<HEAD_DIM>, ROW_CHUNKS = HEAD_DIM / 8;
+  __shared__ alignas(16) T rows[ROWS][HEAD_DIM + 8];
   const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const float2* sums = reinterpret_cast<const float2*>(
+  const float4* sums = reinterpret_cast<const float4*>(
       dq_acc + ((int64_t(b) * problem.heads + h) * gridDim.x + tile) * TILE_FLOATS);
+  for (int i = threadIdx.x; i < TILE_FLOATS / 4; i += DQ_FROM_THREADS) {  // (warp, n, lane) of the products
+    const int lane = i % 32, n = i / 32 % ROW_CHUNKS, warp = i / (32 * ROW_CHUNKS);
+    const int row = warp * 16 + lane / 4, col = 8 * n + 2 * (lane % 4);
+    const float4 sum = sums[i];
+    *reinterpret_cast<uint32_t*>(&rows[row][col]) = Element<T>::pack(sum.x * problem.scale, sum.y * problem.scale);
+    *reinterpret_cast<uint32_t*>(&rows[row + 8][col]) =
+        Element<T>::pack(sum.z * problem.scale, sum.w * problem.scale);
+  }
+  __syncthreads();
   T* out = head_rows<T>(dQ, b, h);
-  for (int i = threadIdx.x; i < TILE_FLOATS / 2; i += blockDim.x) {  // (warp, n, half, lane) of the products
-    const int lane = i % 32, half = i / 32 % 2, n = i / 64 % (HEAD_DIM / 8), warp = i / (8 * HEAD_DIM);
-    const int row = tile * ROWS + warp * 16 + lane / 4 + 8 * half, col = 8 * n + 2 * (lane % 4);
-    if (row >= problem.n_queries) continue;
-    const float2 sum = sums[i];
-    *reinterpret_cast<uint32_t*>(out + row * dQ.row_stride + col) =
-        Element<T>::pack(sum.x * problem.scale, sum.y * problem.scale);
+  for (int i = threadIdx.x; i < ROWS * ROW_CHUNKS; i += DQ_FROM_THREADS) {
+    const int r = i / ROW_CHUNKS, chunk = i % ROW_CHUNKS, row = tile * ROWS + r;
+    if (row < problem.n_queries) {
+      *reinterpret_cast<uint4*>(out + row * dQ.row_stride + 8 * chunk) =
+          *reinterpret_cast<const uint4*>(&rows[r][8 * chunk]);
+    }
   }
 }
 
@@ -533,8 +516,10 @@ constexpr int DQ_STAGES = 3;
 template <typename T, int HEAD_DIM, bool CAUSAL>
 cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L,
                             float* delta, Rows dq, Rows dk, Rows dv, float* dq_acc, cudaStream_t stream) {
-  const int64_t rows = int64_t(p.batch) * p.heads * p.n_queries;
-  preprocess_kernel<T, HEAD_DIM><<<(rows + 127) / 128, 128, 0, stream>>>(p, o, dout, delta);
+  if (const cudaError_t error = systems_flash_cuda::launch_delta<T, HEAD_DIM>(p, o, dout, delta, stream);
+      error != cudaSuccess) {
+    return error;
+  }
   CUtensorMap k128, v128, q64, do64, q128, do128, k64, v64;
   for (cudaError_t error : {tensor_map(&k128, p, k, p.n_keys, BLOCK_ROWS), tensor_map(&v128, p, v, p.n_keys, BLOCK_ROWS),
                             tensor_map(&q64, p, q, p.n_queries, ROWS), tensor_map(&do64, p, dout, p.n_queries, ROWS),
@@ -550,7 +535,7 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
     const cudaError_t error = systems_flash_cuda::allow_shared<one_pass>(SHARED);
     if (error != cudaSuccess) return error;
     one_pass<<<key_blocks, THREADS, SHARED, stream>>>(k128, v128, q64, do64, p, L, delta, dk, dv, dq_acc);
-    dq_from_accumulator_kernel<T, HEAD_DIM><<<dim3(query_tiles(p), p.heads, p.batch), 256, 0, stream>>>(
+    dq_from_accumulator_kernel<T, HEAD_DIM><<<dim3(query_tiles(p), p.heads, p.batch), DQ_FROM_THREADS, 0, stream>>>(
         p, dq_acc, dq);
     return cudaGetLastError();
   }

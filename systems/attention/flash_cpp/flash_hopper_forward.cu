@@ -210,9 +210,7 @@ __global__ void __launch_bounds__(Block<CONSUMERS>::THREADS, 1)
                       const __grid_constant__ CUtensorMap v_map, const Problem problem, const Rows O, float* L) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char raw[];
-  // dynamic shared memory is 16-byte aligned; the swizzle needs 1024 (the launch asks for the slack)
-  auto& sh = *reinterpret_cast<Shared<T, HEAD_DIM, STAGES, CONSUMERS>*>((reinterpret_cast<uintptr_t>(raw) + 1023) &
-                                                                        ~uintptr_t(1023));
+  auto& sh = shared_layout<Shared<T, HEAD_DIM, STAGES, CONSUMERS>>(raw);
   constexpr int BLOCK_Q = Block<CONSUMERS>::BLOCK_Q;
   // causal: the last query tiles see the most keys; launched first, they do not trail at the end
   const int query_tile = CAUSAL ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
