@@ -111,8 +111,8 @@ report.glue_all("hopper_variant", hopper.variant_facts(effects))
 # ## Against cuDNN, forward and backward
 #
 # The registered attention (`get_attention("flash_hopper")`) pairs this forward with the faster backward for the
-# shape, under one C++ autograd node: the CUDA one of the next section from 16,384 keys, our Triton kernels' launched
-# from C++ at fewer. Both passes at the table's shapes, as chapter 07's sweep times them
+# shape, under one C++ autograd node: the CUDA one of the next section at head dimension 128, and at 64 from 16,384
+# keys; our Triton kernels' launched from C++ at fewer. Both passes at the table's shapes, as chapter 07's sweep times them
 # (inputs (B, H, N, d), the forward with autograd recording, forward+backward), in one process with our Triton
 # kernels and SDPA's two back ends; the share of peak is the achieved FLOP rate (the visible half of a causal score
 # matrix, `systems.flops`) over the GPU's dense bf16 peak ({glue:text}`hopper_peak_tflops:.0f` TFLOP/s).
@@ -170,5 +170,5 @@ report.glue_all("hopper_backward", hopper.backward_facts(backward))
 # One pass does five matrix products per tile pair, two passes seven. An earlier one-pass version, in which both
 # consumers' dSᵀ met in shared memory and one of them added dQ up, was slower than two passes: the barrier between
 # the consumers held them in step. The registered attention takes this backward where the runs recorded in the log
-# found it the faster, from 16,384 keys at both head dimensions, and the Triton one at fewer. The experiment log
-# (`book/log.md`) has every attempt with its numbers, and what a next one needs.
+# found it the faster: at head dimension 128 at every length, at 64 from 16,384 keys, and the Triton one below. The
+# experiment log (`book/log.md`) has every attempt with its numbers, and what a next one needs.

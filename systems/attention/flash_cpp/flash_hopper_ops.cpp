@@ -64,9 +64,10 @@ std::tuple<Tensor, Tensor, Tensor> hopper_backward(const Tensor& q, const Tensor
                       is_causal);
 }
 
-// From this many keys hopper_backward (one pass) is faster than the Triton kernels' backward at head dims 64 and
-// 128; at fewer keys it is slower (book/log.md, 2026-11-27)
-constexpr int64_t kHopperBackwardFromKeys = 16384;
+// Where hopper_backward is the faster of it and the Triton kernels' backward, in the runs of book/log.md
+// (2026-11-27): at head dim 128 at every length the log's runs cover (1,024 to 32,768 keys; within 2 % at 2,048);
+// at head dim 64 from 16,384 keys, slower below.
+bool hopper_backward_is_faster(const Tensor& k) { return k.size(3) == 128 || k.size(2) >= 16384; }
 
 struct TritonBackward {
   static constexpr const char* backward = "systems_flash::triton_backward";
@@ -75,7 +76,7 @@ struct TritonBackward {
 std::tuple<Tensor, Tensor, Tensor> hopper_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                                              const Tensor& o, const Tensor& dout, const Tensor& L,
                                                              bool is_causal) {
-  if (k.size(2) >= kHopperBackwardFromKeys) {
+  if (hopper_backward_is_faster(k)) {
     return hopper_backward(q, k, v, o, dout, L, is_causal);
   }
   return systems_flash::backward_op<TritonBackward>().call(q, k, v, o, dout, L, is_causal);
