@@ -308,8 +308,8 @@ __device__ __forceinline__ T* head_rows(const Rows& rows, int b, int h) {
 }
 
 // The backward's first kernel, for either backward: delta = rowsum(dO * O), in fp32, (B, H, Nq) flattened. A row's
-// HEAD_DIM / 8 lanes each read 16 bytes of O and of dO, so a warp's loads cover whole rows of 128 or 256 bytes
-// (one thread a row strided across threads by the row's stride: ten times the 128-byte lines a warp reads).
+// HEAD_DIM / 8 lanes each read 16 bytes of O and of dO, so a warp's loads cover whole rows of 128 or 256 bytes (with
+// a thread to a row, each load of a warp touches 32 rows, a row's stride apart).
 constexpr int DELTA_THREADS = 256;
 
 template <typename T, int HEAD_DIM>

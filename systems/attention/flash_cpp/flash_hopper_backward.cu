@@ -499,7 +499,7 @@ template <typename T, int HEAD_DIM>
 __global__ void __launch_bounds__(DQ_FROM_THREADS)
     dq_from_accumulator_kernel(const Problem problem, const float* dq_acc, const Rows dQ) {
   constexpr int TILE_FLOATS = DQ_TILE_FLOATS<HEAD_DIM>, ROW_CHUNKS = HEAD_DIM / 8;
-  __shared__ alignas(16) T rows[ROWS][HEAD_DIM + 8];
+  __shared__ alignas(16) T tile_rows[ROWS][HEAD_DIM + 8];
   const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const float4* sums = reinterpret_cast<const float4*>(
       dq_acc + ((int64_t(b) * problem.heads + h) * gridDim.x + tile) * TILE_FLOATS);
@@ -507,8 +507,9 @@ __global__ void __launch_bounds__(DQ_FROM_THREADS)
     const int lane = i % 32, n = i / 32 % ROW_CHUNKS, warp = i / (32 * ROW_CHUNKS);
     const int row = warp * 16 + lane / 4, col = 8 * n + 2 * (lane % 4);
     const float4 sum = sums[i];
-    *reinterpret_cast<uint32_t*>(&rows[row][col]) = Element<T>::pack(sum.x * problem.scale, sum.y * problem.scale);
-    *reinterpret_cast<uint32_t*>(&rows[row + 8][col]) =
+    *reinterpret_cast<uint32_t*>(&tile_rows[row][col]) =
+        Element<T>::pack(sum.x * problem.scale, sum.y * problem.scale);
+    *reinterpret_cast<uint32_t*>(&tile_rows[row + 8][col]) =
         Element<T>::pack(sum.z * problem.scale, sum.w * problem.scale);
   }
   __syncthreads();
@@ -517,7 +518,7 @@ __global__ void __launch_bounds__(DQ_FROM_THREADS)
     const int r = i / ROW_CHUNKS, chunk = i % ROW_CHUNKS, row = tile * ROWS + r;
     if (row < problem.n_queries) {
       *reinterpret_cast<uint4*>(out + row * dQ.row_stride + 8 * chunk) =
-          *reinterpret_cast<const uint4*>(&rows[r][8 * chunk]);
+          *reinterpret_cast<const uint4*>(&tile_rows[r][8 * chunk]);
     }
   }
 }
