@@ -77,8 +77,8 @@ figures.timeline(hopper.schedules(), by="schedule", title="schematic", colors=ho
 # Each variant of the forward is built ahead of time (ring depth 2 or 3, ping-pong on or off, two or three
 # consumers) and timed alone with `triton.testing.do_bench` (median, {glue:text}`hopper_rep_ms` ms of repetitions)
 # beside cuDNN, SDPA's FlashAttention-2 and our Triton forward, in the model's layout ((B, N, H, d) memory), bf16,
-# causal but for the 8192-token row: ms per shape (B×H×N×d), and in the last column the largest difference from cuDNN's
-# output over cuDNN's largest value at any shape, so a fast wrong kernel would show.
+# causal but for the 8192-token row: ms per shape (B×H×N×d), and in the last column the largest difference from
+# cuDNN's output over cuDNN's largest value at any shape, so a fast wrong kernel would show.
 
 # %% tags=["nbval-ignore-output"]
 if on_hopper:
@@ -111,11 +111,11 @@ report.glue_all("hopper_variant", hopper.variant_facts(effects))
 # ## Against cuDNN, forward and backward
 #
 # The registered attention (`get_attention("flash_hopper")`) pairs this forward with the faster backward for the
-# shape, under one C++ autograd node: the CUDA one of the next section at head dimension 128, and at 64 from 16,384
-# keys; our Triton kernels' launched from C++ at fewer. Both passes at the table's shapes, as chapter 07's sweep times them
-# (inputs (B, H, N, d), the forward with autograd recording, forward+backward), in one process with our Triton
-# kernels and SDPA's two back ends; the share of peak is the achieved FLOP rate (the visible half of a causal score
-# matrix, `systems.flops`) over the GPU's dense bf16 peak ({glue:text}`hopper_peak_tflops:.0f` TFLOP/s).
+# shape, under one C++ autograd node: the CUDA one of the next section at head dimension 128, and at 64 from 4,096
+# keys; our Triton kernels' launched from C++ at fewer. Both passes at the table's shapes, as chapter 07's sweep
+# times them (inputs (B, H, N, d), the forward with autograd recording, forward+backward), in one process with our
+# Triton kernels and SDPA's two back ends; the share of peak is the achieved FLOP rate (the visible half of a causal
+# score matrix, `systems.flops`) over the GPU's dense bf16 peak ({glue:text}`hopper_peak_tflops:.0f` TFLOP/s).
 
 # %% tags=["nbval-ignore-output"]
 runs = measured(data_dir, "hopper_table", fs.table, impls, shapes=shapes, dtype=dtype, rep_ms=rep_ms)
@@ -150,9 +150,9 @@ report.glue_all("hopper_table", hopper.table_facts(versus))
 # nothing added up in a changing order. A consumer issues the next tile's S and dP before the last product of the
 # tile it is finishing, so the tensor cores have work while it computes P and dS; at head dimension 128 the dK/dV
 # kernel's accumulators leave no registers for a second tile's S and dP, and it keeps the order of one tile at a
-# time (its dQ share then waits for dK's product, so the two do not hold their registers at once). It is correct at every tested shape; here it is timed alone beside the others' backward on the Triton
-# forward's O and L (SDPA's and our Triton one through autograd), with the warp-specialised Gluon backward of an
-# earlier attempt.
+# time (its dQ share then waits for dK's product, so the two do not hold their registers at once). It is correct
+# at every tested shape; here it is timed alone beside the others' backward on the Triton forward's O and L (SDPA's
+# and our Triton one through autograd), with the warp-specialised Gluon backward of an earlier attempt.
 
 # %% tags=["nbval-ignore-output"]
 if on_hopper:
@@ -170,5 +170,5 @@ report.glue_all("hopper_backward", hopper.backward_facts(backward))
 # One pass does five matrix products per tile pair, two passes seven. An earlier one-pass version, in which both
 # consumers' dSᵀ met in shared memory and one of them added dQ up, was slower than two passes: the barrier between
 # the consumers held them in step. The registered attention takes this backward where the runs recorded in the log
-# found it the faster: at head dimension 128 at every length, at 64 from 16,384 keys, and the Triton one below. The
+# found it the faster: at head dimension 128 at every length, at 64 from 4,096 keys, and the Triton one below. The
 # experiment log (`book/log.md`) has every attempt with its numbers, and what a next one needs.

@@ -66,8 +66,8 @@ std::tuple<Tensor, Tensor, Tensor> hopper_backward(const Tensor& q, const Tensor
 
 // Where hopper_backward is the faster of it and the Triton kernels' backward, in the runs of book/log.md
 // (2026-11-27): at head dim 128 at every length the log's runs cover (1,024 to 32,768 keys; within 2 % at 2,048);
-// at head dim 64 from 16,384 keys, slower below.
-bool hopper_backward_is_faster(const Tensor& k) { return k.size(3) == 128 || k.size(2) >= 16384; }
+// at head dim 64 from 4,096 keys (level at 2,048, the faster or the slower by the number of heads; slower below).
+bool hopper_backward_is_faster(const Tensor& k) { return k.size(3) == 128 || k.size(2) >= 4096; }
 
 struct TritonBackward {
   static constexpr const char* backward = "systems_flash::triton_backward";

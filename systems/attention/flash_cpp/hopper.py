@@ -5,7 +5,7 @@ run, registers moved from the producer to the consumers, and the consumers takin
 up by the copy engine as the dK/dV kernel goes; dK/dV then dQ at head dim 128 below 4,096 keys, where that is the
 faster, and under deterministic algorithms) is here too, :func:`backward_hopper_cuda`. Registered as
 ``flash_hopper``: this forward and, under one C++ autograd node (``torch.ops.systems_flash.hopper_attention``),
-whichever backward is the faster for the shape: this one at head dim 128 and from 16,384 keys at 64, the Triton
+whichever backward is the faster for the shape: this one at head dim 128 and from 4,096 keys at 64, the Triton
 kernels' launched from C++ elsewhere (chapter 20 times both; ``book/log.md`` has every version's numbers).
 
 It runs on sm_90 GPUs (H100, H200), bf16 and fp16, head dims 64 and 128; other inputs go to the portable Triton
