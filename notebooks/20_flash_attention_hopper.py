@@ -110,9 +110,10 @@ report.glue_all("hopper_variant", hopper.variant_facts(effects))
 #
 # ## Against cuDNN, forward and backward
 #
-# The registered attention (`get_attention("flash_hopper")`) pairs this forward with the faster backward for the
-# shape, under one C++ autograd node: the CUDA one of the next section at head dimension 128, and at 64 from 4,096
-# keys; our Triton kernels' launched from C++ at fewer. Both passes at the table's shapes, as chapter 07's sweep
+# The registered attention (`get_attention("flash_hopper")`) takes the faster forward and the faster backward for the
+# shape, under one C++ autograd node: this forward at head dimension 128, and at 64 from 16,384 keys (8,192 without
+# the causal mask); the CUDA backward of the next section at head dimension 128, and at 64 from 4,096 keys; our
+# Triton kernels launched from C++ elsewhere. Both passes at the table's shapes, as chapter 07's sweep
 # times them (inputs (B, H, N, d), the forward with autograd recording, forward+backward), in one process with our
 # Triton kernels and SDPA's two back ends; the share of peak is the achieved FLOP rate (the visible half of a causal
 # score matrix, `systems.flops`) over the GPU's dense bf16 peak ({glue:text}`hopper_peak_tflops:.0f` TFLOP/s).

@@ -201,13 +201,14 @@ def test_gpu_the_backward_takes_one_pass_where_faster_unless_asked_to_be_determi
 
 @pytest.mark.gpu
 @HOPPER
-def test_gpu_the_operators_pass_pytorchs_checks():
+@pytest.mark.parametrize("d", [64, 128])  # at 77 tokens the Triton forward at 64, the Hopper one at 128
+def test_gpu_the_operators_pass_pytorchs_checks(d):
     assert hopper.unavailable(torch.device("cuda")) is None  # loads the ops
-    q, k, v = (torch.randn(2, 2, 77, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    q, k, v = (torch.randn(2, 2, 77, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     for causal in (False, True):
         torch.library.opcheck(torch.ops.systems_flash.hopper_attention.default, (q, k, v, causal))
-        torch.library.opcheck(torch.ops.systems_flash.hopper_forward.default,
-                              (q.detach(), k.detach(), v.detach(), causal))
+        for forward in (torch.ops.systems_flash.hopper_forward, torch.ops.systems_flash.hopper_attention_forward):
+            torch.library.opcheck(forward.default, (q.detach(), k.detach(), v.detach(), causal))
         o, L = torch.ops.systems_flash.hopper_forward(q.detach(), k.detach(), v.detach(), causal)
         for backward in (torch.ops.systems_flash.hopper_backward, torch.ops.systems_flash.hopper_attention_backward):
             torch.library.opcheck(backward.default, (q.detach(), k.detach(), v.detach(), o, torch.randn_like(o), L,
@@ -224,11 +225,30 @@ def test_gpu_the_attention_takes_the_faster_backward_for_the_shape(d, n, which):
     q, k, v, do = (torch.randn(1, 2, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
     qkv = [t.clone().requires_grad_() for t in (q, k, v)]
     got = torch.autograd.grad(flash_attention_hopper(*qkv, is_causal=True), qkv, do)
-    o, L = forward_hopper_cuda(q, k, v, is_causal=True)
+    o, L = torch.ops.systems_flash.hopper_attention_forward(q, k, v, True)
     chosen = backward_hopper_cuda if which == "hopper" else torch.ops.systems_flash.triton_backward
     want = chosen(q, k, v, o, do, L, True)
     assert torch.equal(got[1], want[1]) and torch.equal(got[2], want[2])
     torch.testing.assert_close(got[0], want[0], rtol=0, atol=2e-2)
+
+
+@pytest.mark.gpu
+@HOPPER
+@pytest.mark.parametrize("d, n, causal, which", [(128, 1024, True, "hopper"), (64, 16384, True, "hopper"),
+                                                 (64, 8192, False, "hopper"), (64, 8192, True, "triton"),
+                                                 (64, 4096, False, "triton")])
+def test_gpu_the_attention_takes_the_faster_forward_for_the_shape(d, n, causal, which):
+    # flash_hopper's forward is, bit for bit, the one chosen for the shape, its O laid out (B, N, H, d) either way
+    q, k, v = (torch.randn(1, 2, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    o, L = torch.ops.systems_flash.hopper_attention_forward(q, k, v, causal)
+    if which == "hopper":
+        want = forward_hopper_cuda(q, k, v, causal, consumers=3 if d == 64 else 2)
+    else:
+        want = torch.ops.systems_flash.triton_forward(q, k, v, causal)
+    assert torch.equal(o, want[0]) and torch.equal(L, want[1])
+    assert o.transpose(1, 2).is_contiguous()
+    out = flash_attention_hopper(q, k, v, causal)
+    assert torch.equal(out, o) and out.transpose(1, 2).is_contiguous()
 
 
 @pytest.mark.gpu
@@ -290,6 +310,8 @@ def test_the_ops_give_their_shapes_without_a_gpu():
         assert L.shape == (2, 3, 5) and L.dtype == torch.float32
     assert str(torch.ops.systems_flash.hopper_attention.default._schema) == \
         "systems_flash::hopper_attention(Tensor q, Tensor k, Tensor v, bool is_causal) -> Tensor"
-    o, L = torch.ops.systems_flash.hopper_forward(q, k, k, True)
+    o, L = torch.ops.systems_flash.hopper_attention_forward(q, k, k, True)
+    assert o.shape == q.shape and o.transpose(1, 2).is_contiguous() and L.shape == (2, 3, 5)
+    assert L.dtype == torch.float32
     grads = torch.ops.systems_flash.hopper_attention_backward(q, k, k, o, o, L, True)
     assert [g.shape for g in grads] == [q.shape, k.shape, k.shape]

@@ -195,6 +195,15 @@ std::tuple<Tensor, Tensor> hopper_variant_meta(const Tensor& q, const Tensor& k,
   return forward_meta(q, k, v, is_causal);
 }
 
+// hopper_attention's forward (flash_hopper_ops.cpp): O in (B, N, H, d) memory, L in fp32
+std::tuple<Tensor, Tensor> hopper_attention_forward_meta(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                         bool is_causal) {
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "systems_flash: q, k, v must be (B, H, N, d)");
+  const Tensor o = at::empty_symint({q.sym_size(0), q.sym_size(2), q.sym_size(1), q.sym_size(3)}, q.options());
+  return {o.transpose(1, 2),
+          at::empty_symint({q.sym_size(0), q.sym_size(1), q.sym_size(2)}, q.options().dtype(at::kFloat))};
+}
+
 std::tuple<Tensor, Tensor, Tensor> backward_meta(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                                                  const Tensor& dout, const Tensor& L, bool is_causal) {
   return {at::empty_like(q), at::empty_like(k), at::empty_like(v)};
@@ -221,7 +230,9 @@ TORCH_LIBRARY(systems_flash, m) {
   m.def("hopper_backward(Tensor q, Tensor k, Tensor v, Tensor o, Tensor dout, Tensor L, bool is_causal) "
         "-> (Tensor, Tensor, Tensor)");
   m.def("hopper_attention(Tensor q, Tensor k, Tensor v, bool is_causal) -> Tensor");
-  // hopper_attention's backward: hopper_backward where it is the faster, the Triton kernels' elsewhere
+  // hopper_attention's forward and backward: the Hopper kernels where they are the faster, the Triton kernels'
+  // elsewhere
+  m.def("hopper_attention_forward(Tensor q, Tensor k, Tensor v, bool is_causal) -> (Tensor, Tensor)");
   m.def("hopper_attention_backward(Tensor q, Tensor k, Tensor v, Tensor o, Tensor dout, Tensor L, bool is_causal) "
         "-> (Tensor, Tensor, Tensor)");
 }
@@ -237,6 +248,7 @@ TORCH_LIBRARY_IMPL(systems_flash, Meta, m) {
   m.impl("hopper_forward", &forward_meta);
   m.impl("hopper_forward_variant", &hopper_variant_meta);
   m.impl("hopper_backward", &backward_meta);
+  m.impl("hopper_attention_forward", &hopper_attention_forward_meta);
   m.impl("hopper_attention_backward", &backward_meta);
 }
 

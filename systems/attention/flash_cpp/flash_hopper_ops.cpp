@@ -1,9 +1,10 @@
 // The CUDA kernel of the op systems_flash::hopper_forward (declared with its Meta kernel in flash.cpp; the kernel in
 // flash_hopper_forward.cu, built for sm_90a only) and of hopper_forward_variant, the same forward with its ring depth
 // and ping-pong chosen for the ablation; of hopper_backward (flash_hopper_backward.cu); and of
-// hopper_attention_backward, which takes hopper_backward where it is the faster and the Triton kernels' backward
-// launched from C++ elsewhere (systems_flash::triton_backward, ../flash_triton/host.cpp). hopper_attention ties the
-// forward to that backward under the C++ autograd node of flash_autograd.h.
+// hopper_attention_forward and hopper_attention_backward, which take the Hopper kernels where they are the faster and
+// the Triton kernels launched from C++ elsewhere (systems_flash::triton_forward and ::triton_backward,
+// ../flash_triton/host.cpp). hopper_attention ties those two together under the C++ autograd node of
+// flash_autograd.h.
 
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -30,23 +31,31 @@ void check_hopper(const Tensor& q) {
               "GPU is ", systems_flash::text(major), ".", systems_flash::text(minor));
 }
 
-std::tuple<Tensor, Tensor> hopper_forward_variant(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
-                                                  bool is_causal, int64_t stages, bool pingpong, int64_t consumers) {
-  check_cuda_inputs(q_in, k_in, v_in);
-  const systems_flash_hopper::Variant variant{static_cast<int>(stages), pingpong, static_cast<int>(consumers)};
-  TORCH_CHECK(systems_flash_hopper::valid(variant, static_cast<int>(q_in.size(3))), "systems_flash (Hopper): the "
-              "kernel is built for rings of 2 or 3 stages and 2 consumer warpgroups (or 3 at head dim 64), not ",
-              systems_flash::text(stages), " stages and ", systems_flash::text(consumers), " consumers at head dim ",
-              systems_flash::text(q_in.size(3)));
+// The forward of checked inputs into `o` (where it lies when the kernel can write it there, else through a
+// contiguous buffer); returns L.
+Tensor run_forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, bool is_causal,
+                   const systems_flash_hopper::Variant& variant, const Tensor& o) {
   const c10::cuda::CUDAGuard device(q_in.device());
   check_hopper(q_in);
   const Tensor q = readable(q_in), k = readable(k_in), v = readable(v_in);
-  auto [o, o_written] = output_like(q_in);
+  const Tensor o_written = kernel_layout(o) ? o : at::empty(q_in.sizes(), q_in.options());
   Tensor L = at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(at::kFloat));
   check_launch(systems_flash_hopper::forward(problem(q, k, is_causal), rows(q), rows(k), rows(v), rows(o_written),
-                                             L.data_ptr<float>(), c10::cuda::getCurrentCUDAStream(),
-                                             variant));
+                                             L.data_ptr<float>(), c10::cuda::getCurrentCUDAStream(), variant));
   settle(o, o_written);
+  return L;
+}
+
+std::tuple<Tensor, Tensor> hopper_forward_variant(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal,
+                                                  int64_t stages, bool pingpong, int64_t consumers) {
+  check_cuda_inputs(q, k, v);
+  const systems_flash_hopper::Variant variant{static_cast<int>(stages), pingpong, static_cast<int>(consumers)};
+  TORCH_CHECK(systems_flash_hopper::valid(variant, static_cast<int>(q.size(3))), "systems_flash (Hopper): the "
+              "kernel is built for rings of 2 or 3 stages and 2 consumer warpgroups (or 3 at head dim 64), not ",
+              systems_flash::text(stages), " stages and ", systems_flash::text(consumers), " consumers at head dim ",
+              systems_flash::text(q.size(3)));
+  Tensor o = at::empty_like(q);
+  Tensor L = run_forward(q, k, v, is_causal, variant, o);
   return {o, L};
 }
 
@@ -73,6 +82,32 @@ struct TritonBackward {
   static constexpr const char* backward = "systems_flash::triton_backward";
 };
 
+// Where the Hopper forward is the faster of it and the Triton kernels' forward, in the runs of book/log.md
+// (2026-11-27): at head dim 128 at every length measured (1,024 to 32,768 keys); at 64 from 16,384 keys causal and
+// at 8,192 without the mask. Causal at 2,048 to 8,192 keys the Triton one is the faster (its blocks of fewer queries
+// leave less of a tail); shorter without the mask was not measured, and the Triton one is kept there.
+bool hopper_forward_is_faster(const Tensor& k, bool is_causal) {
+  return k.size(3) == 128 || k.size(2) >= (is_causal ? 16384 : 8192);
+}
+
+struct TritonForward {
+  static constexpr const char* forward = "systems_flash::triton_forward";
+};
+
+// hopper_attention's forward, the faster of the two for the shape. Either way O is (B, H, Nq, d) in (B, Nq, H, d)
+// memory, as the Triton kernels' host path lays it out: the model's reshape of attention's output to (B, Nq, H d)
+// is then a view, not a copy, and the Meta kernel has one layout to promise.
+std::tuple<Tensor, Tensor> hopper_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                    bool is_causal) {
+  check_cuda_inputs(q, k, v);
+  if (!hopper_forward_is_faster(k, is_causal)) {
+    return systems_flash::forward_op<TritonForward>().call(q, k, v, is_causal);
+  }
+  Tensor o = at::empty({q.size(0), q.size(2), q.size(1), q.size(3)}, q.options()).transpose(1, 2);
+  Tensor L = run_forward(q, k, v, is_causal, systems_flash_hopper::fastest(static_cast<int>(q.size(3))), o);
+  return {o, L};
+}
+
 std::tuple<Tensor, Tensor, Tensor> hopper_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                                              const Tensor& o, const Tensor& dout, const Tensor& L,
                                                              bool is_causal) {
@@ -83,7 +118,7 @@ std::tuple<Tensor, Tensor, Tensor> hopper_attention_backward(const Tensor& q, co
 }
 
 struct HopperOps {
-  static constexpr const char* forward = "systems_flash::hopper_forward";
+  static constexpr const char* forward = "systems_flash::hopper_attention_forward";
   static constexpr const char* backward = "systems_flash::hopper_attention_backward";
 };
 
@@ -93,6 +128,7 @@ TORCH_LIBRARY_IMPL(systems_flash, CUDA, m) {
   m.impl("hopper_forward", &hopper_forward);
   m.impl("hopper_forward_variant", &hopper_forward_variant);
   m.impl("hopper_backward", &hopper_backward);
+  m.impl("hopper_attention_forward", &hopper_attention_forward);
   m.impl("hopper_attention_backward", &hopper_attention_backward);
 }
 

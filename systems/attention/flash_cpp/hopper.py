@@ -4,9 +4,11 @@ run, registers moved from the producer to the consumers, and the consumers takin
 (FlashAttention-3's design). A backward in the forward's shape (``flash_hopper_backward.cu``: one pass, dQ added
 up by the copy engine as the dK/dV kernel goes; dK/dV then dQ at head dim 128 below 4,096 keys, where that is the
 faster, and under deterministic algorithms) is here too, :func:`backward_hopper_cuda`. Registered as
-``flash_hopper``: this forward and, under one C++ autograd node (``torch.ops.systems_flash.hopper_attention``),
-whichever backward is the faster for the shape: this one at head dim 128 and from 4,096 keys at 64, the Triton
-kernels' launched from C++ elsewhere (chapter 20 times both; ``book/log.md`` has every version's numbers).
+``flash_hopper``: under one C++ autograd node (``torch.ops.systems_flash.hopper_attention``), whichever forward and
+whichever backward is the faster for the shape, these kernels or the Triton kernels launched from C++: the forward
+here at head dim 128 and at 64 from 16,384 keys (8,192 without the causal mask), the backward here at head dim 128
+and at 64 from 4,096 keys (chapter 20 times both; ``book/log.md`` has every version's numbers). Its output is laid
+out as the Triton kernels' is, (B, N, H, d) in memory, so the model's reshape of it is a view.
 
 It runs on sm_90 GPUs (H100, H200), bf16 and fp16, head dims 64 and 128; other inputs go to the portable Triton
 kernel. The kernel is built on first use for ``sm_90a`` (nvcc), beside the Triton kernels' C++ host path.
