@@ -42,11 +42,14 @@ profile = provenance.resolve_profile(profile)
 on_hopper = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 if profile == "full":
     shapes, dtype, rep_ms = fs.TABLE_SHAPES, "bf16", 100
+    model_sizes, model_context, max_batch, model_steps = ["small", "medium", "large", "xl", "2.7B"], 2048, 64, 10
 else:
     shapes, dtype, rep_ms = (((1, 2, 64, 16), True),), "fp32", 5  # the interpreter has no bf16
+    model_sizes, model_context, max_batch, model_steps = ["tiny"], 32, 2, 2
 impls = ("flash_hopper", "flash_triton", "sdpa_cudnn", "sdpa_flash")
 peak = peak_flops(torch.cuda.get_device_name(), "bf16") if torch.cuda.is_available() else None
-report.glue_all("hopper", {"rep_ms": rep_ms, "peak_tflops": peak / 1e12 if peak else float("nan")})
+report.glue_all("hopper", {"rep_ms": rep_ms, "peak_tflops": peak / 1e12 if peak else float("nan"),
+                           "model_context": model_context, "max_batch": max_batch, "model_steps": model_steps})
 
 # %% [markdown]
 # ## What each warpgroup does
@@ -173,3 +176,30 @@ report.glue_all("hopper_backward", hopper.backward_facts(backward))
 # the consumers held them in step. The registered attention takes this backward where the runs recorded in the log
 # found it the faster: at head dimension 128 at every length, at 64 from 4,096 keys, and the Triton one below. The
 # experiment log (`book/log.md`) has every attempt with its numbers, and what a next one needs.
+
+# %% [markdown]
+# ## In the model's training step
+#
+# What a user trains with: the training step of each preset (bf16 autocast, AdamW) at context
+# {glue:text}`hopper_model_context`, the whole model under `torch.compile`, with `attention="flash_hopper"` against
+# `attention="sdpa"` on one model, the two interleaved as chapter 17 times them ({glue:text}`hopper_model_steps`
+# timed steps each, ratio of medians with its 95 % interval), at the largest batch (a power of two up to
+# {glue:text}`hopper_max_batch`) whose eager step fits on the GPU. At these head dimensions (64, and 80 for the 2.7B
+# preset, which goes to the Triton kernel) and this context, `flash_hopper` takes the Triton kernels for both passes
+# (the section above says where it takes its own).
+
+# %% tags=["nbval-ignore-output"]
+if on_hopper:
+    steps = measured(data_dir, "hopper_model_steps", fs.compiled_steps_at_largest_batch, model_sizes, model_context,
+                     dtype, max_batch=max_batch, steps=model_steps)
+    step_table, step_facts = hopper.model_steps(steps)
+    report.table(step_table, ".3f")
+else:
+    step_facts = {"words": "Not measured here: `flash_hopper` needs a Hopper GPU."}
+    report.md(step_facts["words"])
+
+# %% tags=["remove-cell", "nbval-ignore-output"]
+report.glue("hopper_model_steps_words", step_facts["words"])
+
+# %% [markdown]
+# {glue:text}`hopper_model_steps_words`

@@ -333,3 +333,60 @@ def test_the_gpu_bound_step_says_each_difference_with_its_sign():
     assert found["step_words"] == f"{report.fmt(gains['step'])} ms longer"
     assert found["own_words"] == f"{report.fmt(gains['own'])} ms more"
     assert found["shared_words"] == f"{report.fmt(-gains['shared'])} ms less"
+
+
+def test_the_largest_batch_is_the_last_power_of_two_that_fits():
+    tried = []
+
+    def fits(n):
+        tried.append(n)
+        return n <= 5
+
+    assert attention_steps.largest_power_of_two(fits, 64) == 4 and tried == [1, 2, 4, 8]
+    assert attention_steps.largest_power_of_two(lambda n: True, 3) == 2
+    assert attention_steps.largest_power_of_two(lambda n: False, 64) is None
+    with pytest.raises(ValueError, match="at least 1, got 0"):
+        attention_steps.largest_power_of_two(lambda n: True, 0)
+
+
+def test_compiled_steps_run_each_size_at_the_largest_batch_that_fits(monkeypatch):
+    runs = flash_sweep.compiled_steps_at_largest_batch(["tiny"], 16, dtype="fp32", attentions=("sdpa", "naive"),
+                                                       max_batch=4, steps=2)
+    assert list(runs.attention) == ["sdpa", "naive"] and (runs.status == "ok").all()
+    assert list(runs.batch_size) == [4, 4] and runs["compile"].all()
+    assert all(len(t) == 2 for t in runs.step_times_ms)
+    monkeypatch.setattr(flash_sweep, "largest_batch", lambda cfg, cap: None)  # not even one sequence fits
+    oom = flash_sweep.compiled_steps_at_largest_batch(["tiny"], 16, dtype="fp32", attentions=("sdpa", "naive"))
+    assert list(oom.status) == ["OOM", "OOM"] and list(oom.batch_size) == [0, 0]
+    # the eager step fits at 8 and the compiled one only at 2: halved until it fits
+    monkeypatch.setattr(flash_sweep, "largest_batch", lambda cfg, cap: 8)
+    tried = []
+
+    def interleaved(cfg, attentions):
+        tried.append(cfg.batch_size)
+        status = "ok" if cfg.batch_size <= 2 else "OOM"
+        return pd.DataFrame([{"size": "tiny", "batch_size": cfg.batch_size, "attention": a, "status": status}
+                             for a in attentions])
+
+    monkeypatch.setattr(flash_sweep, "interleaved", interleaved)
+    halved = flash_sweep.compiled_steps_at_largest_batch(["tiny"], 16, dtype="fp32", attentions=("sdpa", "naive"))
+    assert tried == [8, 4, 2] and list(halved.batch_size) == [2, 2] and (halved.status == "ok").all()
+
+
+def test_the_compiled_steps_table_sets_ours_beside_sdpa_with_its_interval():
+    point = {"context_length": 2048, "compile": True, "dtype": "bf16"}
+    rows = [{**point, "size": size, "batch_size": batch, "attention": a, "status": "ok", "step_ms": float(np.median(t)),
+             "step_times_ms": t}
+            for size, batch, times in (("small", 32, {"sdpa": [10, 11, 10, 12], "flash_hopper": [10.5, 11, 10.2, 12]}),
+                                       ("xl", 8, {"sdpa": [100, 101, 99, 100], "flash_hopper": [99, 100, 98, 99]}))
+            for a, t in times.items()]
+    rows += [{**point, "size": "2.7B", "batch_size": 0, "attention": a, "status": "OOM", "step_ms": float("nan")}
+             for a in ("sdpa", "flash_hopper")]
+    table, facts = hopper.model_steps(pd.DataFrame(rows))
+    assert list(table["size"]) == ["small", "xl", "2.7B"] and list(table.batch) == [32, 8, 0]
+    assert table["flash_hopper"].tolist()[2] == "OOM" and np.isnan(table["flash_hopper / sdpa"].iloc[2])
+    assert np.isclose(table["flash_hopper / sdpa"].iloc[1], 0.99) and table.high.iloc[1] < 1
+    assert facts["words"] == ("The step with flash_hopper is slower than with sdpa at small (1.024 times its time; "
+                              "no interval lies wholly above 1), and no slower at 1 of the 2 sizes that ran.")
+    assert hopper.model_steps(pd.DataFrame(rows[2:]))[1]["words"] == (
+        "The step with flash_hopper is no slower than with sdpa at the one size that ran (0.990 times its time).")

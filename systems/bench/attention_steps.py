@@ -14,11 +14,11 @@ import json
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
-from systems.bench.e2e import BenchConfig, Step, bench_device, in_fresh_process, timed_steps
+from systems.bench.e2e import BenchConfig, Step, bench_device, in_fresh_process, timed_steps, vary
 from systems.cli import HelpFormatter
 from systems.device import OOM, free_memory, run_or_oom
 
@@ -56,6 +56,35 @@ def interleaved(cfg: BenchConfig, attentions: tuple[str, ...]) -> pd.DataFrame:
     return pd.DataFrame([{**point, "attention": name, "status": OOM, "step_ms": float("nan")} if result == OOM else
                          {**point, "attention": name, "status": "ok", "step_ms": float(pd.Series(result[name]).median()),
                           "step_times_ms": result[name]} for name in attentions])
+
+
+def largest_power_of_two(fits: Callable[[int], bool], cap: int) -> int | None:
+    """The largest power of two n <= ``cap`` with ``fits(n)``, trying 1, 2, 4, ... and stopping at the first that
+    does not fit (what a batch needs only grows with it); None where 1 does not fit."""
+    if cap < 1:
+        raise ValueError(f"the largest batch to try must be at least 1, got {cap}")
+    best, n = None, 1
+    while n <= cap and fits(n):
+        best, n = n, 2 * n
+    return best
+
+
+def largest_batch(cfg: BenchConfig, cap: int) -> int | None:
+    """The largest batch (a power of two up to ``cap``) with which one step of ``cfg`` fits in the device's
+    memory, each batch tried eager (compiled, every batch would be a compile of its own); None where one sequence
+    does not fit. The caller runs its compiled step at that batch and records OOM if that does not fit."""
+    device = bench_device(cfg)
+
+    def fits(batch: int) -> bool:
+        free_memory()  # the last try's model lingers in reference cycles until collected
+        try:
+            step = lambda: timed_steps(Step(vary(cfg, batch_size=batch, compile=False), device, per_phase=False), 1,
+                                       device)
+            return run_or_oom(step) != OOM
+        finally:
+            free_memory()
+
+    return largest_power_of_two(fits, cap)
 
 
 def device_busy(cfg: BenchConfig) -> dict[str, Any]:

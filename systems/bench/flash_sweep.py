@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from systems.attention import available, get_attention, unavailable
 from systems.attention.peers import refused, sdpa_choice
 from systems.attention.reference import naive_attention
-from systems.bench.attention_steps import device_busy, interleaved, interleaved_apart
+from systems.bench.attention_steps import device_busy, interleaved, interleaved_apart, largest_batch
 from systems.bench.e2e import BenchConfig, bench_device, vary
 from systems.bench.timing import time_steps
 from systems.cli import dump_json, integer
@@ -219,6 +219,31 @@ def model_steps(sizes, contexts, compiled_sizes=(), tokens: int = 8192, dtype: s
               for compiled in ((False, True) if size in compiled_sizes else (False,))]
     return pd.concat([interleaved(_step_config(size, context, tokens, dtype, warmup, steps, compiled), attentions)
                       for size, context, compiled in tqdm(points, desc="model steps")], ignore_index=True)
+
+
+def compiled_steps_at_largest_batch(sizes, context: int, dtype: str = "bf16",
+                                    attentions=("sdpa", "flash_hopper"), max_batch: int = 64,
+                                    steps: int = 10) -> pd.DataFrame:
+    """The training step of each preset at ``context``, the whole model under ``torch.compile``, every attention
+    on one model, interleaved (:func:`systems.bench.attention_steps.interleaved`), at the largest batch (a power of
+    two up to ``max_batch``) whose eager step with the first attention fits
+    (:func:`systems.bench.attention_steps.largest_batch`), halved while the compiled steps do not; a size where one
+    sequence does not fit is a row of OOMs (at batch 0 where not even the eager step fits)."""
+    runs = []
+    for size in tqdm(sizes, desc="compiled steps at the largest batch"):
+        cfg = vary(_step_config(size, context, context, dtype, 3, steps, compiled=True), attention=attentions[0])
+        batch = largest_batch(cfg, max_batch)
+        if batch is None:
+            point = {"size": size, "context_length": context, "compile": True, "batch_size": 0, "dtype": dtype}
+            runs.append(pd.DataFrame([{**point, "attention": a, "status": OOM, "step_ms": float("nan")}
+                                      for a in attentions]))
+            continue
+        rows = interleaved(vary(cfg, batch_size=batch), attentions)
+        while (rows.status == OOM).any() and batch > 1:
+            batch //= 2
+            rows = interleaved(vary(cfg, batch_size=batch), attentions)
+        runs.append(rows)
+    return pd.concat(runs, ignore_index=True)
 
 
 def here_and_apart(size: str, context: int, tokens: int, dtype: str, steps: int,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from systems.bench.flash_sweep import wide
+from systems.bench.flash_sweep import ratio_interval, wide
 from systems.report import listed, pick, times
 
 TENSOR_CORES, COPY = "tensor cores", "copy engine (producer)"
@@ -153,6 +153,12 @@ def table_facts(versus: pd.DataFrame, impl: str = "flash_hopper") -> dict:
     return out
 
 
+def span(ratios: pd.Series, digits: int = 2) -> str:
+    """The range of ``ratios`` in words ("0.91 to 1.05"), one number where both ends print alike."""
+    low, high = f"{ratios.min():.{digits}f}", f"{ratios.max():.{digits}f}"
+    return low if low == high else f"{low} to {high}"
+
+
 def backward_facts(backward: pd.DataFrame | None, impl: str = "CUDA C++ (Hopper)") -> dict:
     """From :func:`systems.bench.hopper.backward_kernels`'s rows: where ``impl``'s backward is faster and where slower
     than our Triton one, and its range of times over cuDNN's, in words."""
@@ -161,14 +167,40 @@ def backward_facts(backward: pd.DataFrame | None, impl: str = "CUDA C++ (Hopper)
     label = backward["shape"].where(backward.causal.astype(bool), backward["shape"] + " not causal")
     ms = backward.assign(label=label).pivot_table(index="label", columns="impl", values="ms", sort=False)
     over_triton, over_cudnn = ms[impl] / ms["ours (Triton)"], ms[impl] / ms["SDPA cuDNN"]
-
-    def span(ratios: pd.Series) -> str:
-        low, high = f"{ratios.min():.2f}", f"{ratios.max():.2f}"
-        return low if low == high else f"{low} to {high}"
-
     faster, slower = over_triton[over_triton < 1], over_triton[over_triton >= 1]
     parts = [f"faster than our Triton backward at {listed(faster.index)} ({span(faster)} times its time)"] \
         if len(faster) else []
     parts += [f"slower at {listed(slower.index)} ({span(slower)} times its time)" if parts else
               f"slower than our Triton backward at every shape ({span(slower)} times its time)"] if len(slower) else []
     return {"vs_triton_words": ", ".join(parts), "vs_cudnn_words": f"{span(over_cudnn)} times cuDNN's time"}
+
+
+def model_steps(runs: pd.DataFrame, ours: str = "flash_hopper") -> tuple[pd.DataFrame, dict]:
+    """From :func:`systems.bench.flash_sweep.compiled_steps_at_largest_batch`'s rows: per size its batch, each
+    attention's median step (ms, or why it has none), ``ours`` over ``sdpa`` with its 95 % interval
+    (:func:`systems.bench.flash_sweep.ratio_interval`); and where ours is slower, in words."""
+    rows = []
+    for size, point in runs.groupby("size", sort=False):
+        by = point.set_index("attention")
+        row = {"size": size, "batch": int(by.batch_size.iloc[0])}
+        for name in (ours, "sdpa"):
+            row[name] = by.step_ms[name] if by.status[name] == "ok" else by.status[name]
+        ran = by.status[ours] == "ok" and by.status["sdpa"] == "ok"
+        row[f"{ours} / sdpa"] = by.step_ms[ours] / by.step_ms["sdpa"] if ran else np.nan
+        row["low"], row["high"] = (ratio_interval(by.step_times_ms[ours], by.step_times_ms["sdpa"]) if ran
+                                   else (np.nan, np.nan))
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    ratio = table[f"{ours} / sdpa"].dropna()
+    slower = table[table[f"{ours} / sdpa"] > 1]
+    clear = table[table.low > 1]
+    others = len(ratio) - len(slower)
+    words = pick(len(ratio) == 0, "No size ran with both attentions.", pick(
+        len(slower) == 0, f"The step with {ours} is no slower than with sdpa at "
+                          f"{pick(len(ratio) == 1, 'the one size that ran', f'any of the {len(ratio)} sizes that ran')}"
+                          f" ({span(ratio, 3)} times its time).",
+        f"The step with {ours} is slower than with sdpa at {listed(slower['size'])} "
+        f"({span(slower[f'{ours} / sdpa'], 3)} times its time; "
+        + pick(len(clear) == 0, "no interval lies wholly above 1", f"beyond the interval at {listed(clear['size'])}")
+        + f"), and no slower at {others} of the {len(ratio)} sizes that ran."))
+    return table, {"words": words, "sizes": len(table), "slower": len(slower)}
