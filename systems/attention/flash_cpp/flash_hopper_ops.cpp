@@ -84,8 +84,8 @@ struct TritonBackward {
 
 // Where the Hopper forward is the faster of it and the Triton kernels' forward, in the runs of book/log.md
 // (2026-11-27): at head dim 128 at every length measured (1,024 to 32,768 keys); at 64 from 16,384 keys causal and
-// at 8,192 without the mask. Causal at 2,048 to 8,192 keys the Triton one is the faster (its blocks of fewer queries
-// leave less of a tail); shorter without the mask was not measured, and the Triton one is kept there.
+// at 8,192 without the mask. Causal at 512 to 8,192 keys the Triton one is the faster; shorter without the mask was
+// not measured, and the Triton one is kept there.
 bool hopper_forward_is_faster(const Tensor& k, bool is_causal) {
   return k.size(3) == 128 || k.size(2) >= (is_causal ? 16384 : 8192);
 }
