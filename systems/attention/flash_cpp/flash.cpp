@@ -199,9 +199,7 @@ std::tuple<Tensor, Tensor> hopper_variant_meta(const Tensor& q, const Tensor& k,
 std::tuple<Tensor, Tensor> hopper_attention_forward_meta(const Tensor& q, const Tensor& k, const Tensor& v,
                                                          bool is_causal) {
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "systems_flash: q, k, v must be (B, H, N, d)");
-  const Tensor o = at::empty_symint({q.sym_size(0), q.sym_size(2), q.sym_size(1), q.sym_size(3)}, q.options());
-  return {o.transpose(1, 2),
-          at::empty_symint({q.sym_size(0), q.sym_size(1), q.sym_size(2)}, q.options().dtype(at::kFloat))};
+  return systems_flash::heads_interleaved_outputs(q);
 }
 
 std::tuple<Tensor, Tensor, Tensor> backward_meta(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,

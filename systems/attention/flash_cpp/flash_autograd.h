@@ -21,6 +21,15 @@ using BackwardSignature = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const a
                                                                          const at::Tensor&, const at::Tensor&,
                                                                          const at::Tensor&, const at::Tensor&, bool);
 
+// A forward's outputs as the ops that lay O out for the model do (the Triton kernels' host path, hopper_attention):
+// O (B, H, Nq, d) in (B, Nq, H, d) memory, so the model's reshape of attention's output to (B, Nq, H d) is a view,
+// and L (B, H, Nq) in fp32. Sizes are read as SymInts, so their Meta kernels take it too.
+inline std::tuple<at::Tensor, at::Tensor> heads_interleaved_outputs(const at::Tensor& q) {
+  const at::Tensor o = at::empty_symint({q.sym_size(0), q.sym_size(2), q.sym_size(1), q.sym_size(3)}, q.options());
+  return {o.transpose(1, 2),
+          at::empty_symint({q.sym_size(0), q.sym_size(1), q.sym_size(2)}, q.options().dtype(at::kFloat))};
+}
+
 template <typename Ops>
 c10::TypedOperatorHandle<ForwardSignature> forward_op() {
   static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(Ops::forward, "").template typed<ForwardSignature>();

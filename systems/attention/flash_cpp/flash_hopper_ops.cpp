@@ -32,18 +32,16 @@ void check_hopper(const Tensor& q) {
 }
 
 // The forward of checked inputs into `o` (where it lies when the kernel can write it there, else through a
-// contiguous buffer); returns L.
-Tensor run_forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, bool is_causal,
-                   const systems_flash_hopper::Variant& variant, const Tensor& o) {
+// contiguous buffer) and L (fp32, (B, H, Nq) contiguous).
+void run_forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, bool is_causal,
+                 const systems_flash_hopper::Variant& variant, const Tensor& o, const Tensor& L) {
   const c10::cuda::CUDAGuard device(q_in.device());
   check_hopper(q_in);
   const Tensor q = readable(q_in), k = readable(k_in), v = readable(v_in);
   const Tensor o_written = kernel_layout(o) ? o : at::empty(q_in.sizes(), q_in.options());
-  Tensor L = at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(at::kFloat));
   check_launch(systems_flash_hopper::forward(problem(q, k, is_causal), rows(q), rows(k), rows(v), rows(o_written),
                                              L.data_ptr<float>(), c10::cuda::getCurrentCUDAStream(), variant));
   settle(o, o_written);
-  return L;
 }
 
 std::tuple<Tensor, Tensor> hopper_forward_variant(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal,
@@ -54,8 +52,8 @@ std::tuple<Tensor, Tensor> hopper_forward_variant(const Tensor& q, const Tensor&
               "kernel is built for rings of 2 or 3 stages and 2 consumer warpgroups (or 3 at head dim 64), not ",
               systems_flash::text(stages), " stages and ", systems_flash::text(consumers), " consumers at head dim ",
               systems_flash::text(q.size(3)));
-  Tensor o = at::empty_like(q);
-  Tensor L = run_forward(q, k, v, is_causal, variant, o);
+  Tensor o = at::empty_like(q), L = at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(at::kFloat));
+  run_forward(q, k, v, is_causal, variant, o, L);
   return {o, L};
 }
 
@@ -94,17 +92,16 @@ struct TritonForward {
   static constexpr const char* forward = "systems_flash::triton_forward";
 };
 
-// hopper_attention's forward, the faster of the two for the shape. Either way O is (B, H, Nq, d) in (B, Nq, H, d)
-// memory, as the Triton kernels' host path lays it out: the model's reshape of attention's output to (B, Nq, H d)
-// is then a view, not a copy, and the Meta kernel has one layout to promise.
+// hopper_attention's forward, the faster of the two for the shape, its outputs laid out as the Triton kernels' host
+// path lays them out either way (heads_interleaved_outputs), so the Meta kernel has one layout to promise.
 std::tuple<Tensor, Tensor> hopper_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                                     bool is_causal) {
   check_cuda_inputs(q, k, v);
   if (!hopper_forward_is_faster(k, is_causal)) {
     return systems_flash::forward_op<TritonForward>().call(q, k, v, is_causal);
   }
-  Tensor o = at::empty({q.size(0), q.size(2), q.size(1), q.size(3)}, q.options()).transpose(1, 2);
-  Tensor L = run_forward(q, k, v, is_causal, systems_flash_hopper::fastest(static_cast<int>(q.size(3))), o);
+  auto [o, L] = systems_flash::heads_interleaved_outputs(q);
+  run_forward(q, k, v, is_causal, systems_flash_hopper::fastest(static_cast<int>(q.size(3))), o, L);
   return {o, L};
 }
 

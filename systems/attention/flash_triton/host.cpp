@@ -213,19 +213,12 @@ c10::TypedOperatorHandle<Signature> first_call_op(const char* name) {
   return handle.typed<Signature>();
 }
 
-// The O and L of a forward, laid out as the Python launcher lays them out (layouts.outputs): O (B, H, Nq, d) in
-// (B, Nq, H, d) memory, L (B, H, Nq) fp32.
-std::tuple<Tensor, Tensor> forward_outputs(const Tensor& q) {
-  const int64_t B = q.size(0), H = q.size(1), nq = q.size(2), d = q.size(3);
-  return {at::empty({B, nq, H, d}, q.options()).transpose(1, 2), at::empty({B, H, nq}, q.options().dtype(at::kFloat))};
-}
-
 std::tuple<Tensor, Tensor> triton_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal) {
   check_inputs(q, k, v);
   const c10::cuda::CUDAGuard guard(q.device());
   Key key = layout_key(0, is_causal, {&q, &k, &v});
   if (const auto plan = find_plan(key)) {
-    auto [o, L] = forward_outputs(q);
+    auto [o, L] = systems_flash::heads_interleaved_outputs(q);  // as the Python launcher's (layouts.outputs)
     run_all(*plan, {q, k, v, o, L});
     return {o, L};
   }
@@ -265,9 +258,7 @@ std::tuple<Tensor, Tensor, Tensor> triton_backward(const Tensor& q, const Tensor
 // The shapes and layouts alone, for torch.compile's fake tensors (symbolic sizes read as SymInts).
 std::tuple<Tensor, Tensor> triton_forward_meta(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal) {
   TORCH_CHECK(q.dim() == 4, "systems_flash: q, k, v must be (B, H, N, d)");
-  Tensor o = at::empty_symint({q.sym_size(0), q.sym_size(2), q.sym_size(1), q.sym_size(3)}, q.options());
-  return {o.transpose(1, 2),
-          at::empty_symint({q.sym_size(0), q.sym_size(1), q.sym_size(2)}, q.options().dtype(at::kFloat))};
+  return systems_flash::heads_interleaved_outputs(q);
 }
 
 std::tuple<Tensor, Tensor, Tensor> triton_backward_meta(const Tensor& q, const Tensor& k, const Tensor& v,
