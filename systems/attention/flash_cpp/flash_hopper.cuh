@@ -207,6 +207,9 @@ __device__ __forceinline__ void give_turn(int consumer) {
 __device__ __forceinline__ void consumer_sync(int consumer) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");
 }
+// Named barrier 3 among both consumers' 256 threads: each one's stores to shared memory made before a wgmma of
+// either reads them.
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 3, 256;\n" ::: "memory"); }
 
 
 // ---- the two kinds of product the kernels issue ----

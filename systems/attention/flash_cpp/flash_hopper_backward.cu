@@ -55,9 +55,9 @@ constexpr int BACKWARD_SHARED_ROUNDED = (sizeof(BackwardShared<HEAD_DIM, STAGES>
 
 // The one-pass dK/dV kernel's shared memory past BackwardShared, per consumer: two dS^T tiles (64 keys by 64
 // queries in the 128-byte swizzle, the A operand of dQ = dS K; a warp writes one while the other warps' part of the
-// last product may still read the other) and 32 KiB for its share of dQ: at head dim 64 two buffers (one being added
-// to the accumulator by the copy engine while the other is written), at 128 one (at head dim 128 this fills the
-// 227 KiB a block may have).
+// last product may still read the other) and 32 KiB for two buffers of its share of dQ (64 x 64 fp32: one being
+// added to the accumulator by the copy engine while the other is written). At head dim 128 this fills the 227 KiB
+// a block may have.
 struct DqShared {
   alignas(1024) unsigned char ds[2][2][TILE_HALF];
   alignas(16) float dq[2][2 * ROWS * 64];
@@ -141,7 +141,9 @@ __device__ __forceinline__ void produce_query_rows(BackwardShared<HEAD_DIM, STAG
 }
 
 // dK/dV for one consumer's 64 keys (own_a = K, own_b = V; walked: walk_a = Q, walk_b = dO); ONE_PASS: and this
-// consumer's share of each query tile's dQ, added into dq_acc through dsh.
+// consumer's share of each query tile's dQ, added into dq_acc through dsh. The share: at head dim 64, dQ over this
+// consumer's 64 keys (both consumers add into all 64 columns); at head dim 128, dQ's columns 64 c to 64 c + 63 over
+// the block's 128 keys, from both consumers' dS^T (32 accumulators, not 64, and half the additions).
 template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL, bool ONE_PASS>
 __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& sh, DqShared& dsh, const Problem& p,
                                              const Rows& dK, const Rows& dV, float* dq_acc, int k0, int h, int b,
@@ -209,7 +211,7 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
   // One pass: dq holds this consumer's share of a query tile's dQ from issue_dq until add_dq hands it to the copy
   // engine. dst[kk][r] is dS^T at key row 16 warp + lane / 4 + 8 (r % 2), queries 8 (2 kk + r / 2) + 2 t and one
   // more: stored in the copy engine's swizzle (16-byte chunk n of row r at n ^ (r % 8)), for wgmma to read.
-  float dq[HEAD_DIM / 2];
+  float dq[32];  // 64 queries by 64 columns of dQ
   auto issue_dq = [&](int i) {  // once dst holds tile i's dS^T
     const uint32_t ds_tile = shared_address(dsh.ds[consumer][i % 2]);
 #pragma unroll
@@ -223,38 +225,50 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
       }
     }
     fence_shared_for_async();
-    consumer_sync(consumer);
+    if constexpr (HEAD_DIM == 64) {
+      consumer_sync(consumer);
+    } else {
+      consumers_sync();  // the other consumer's dS^T is read too
+    }
     wgmma_fence();
+    if constexpr (HEAD_DIM == 64) {
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {  // 16 keys a step: 16 rows of both tiles (K's column halves BLOCK_HALF apart)
-      const uint64_t a = descriptor(ds_tile + kk * 2048, TILE_HALF, 1024);
-      const uint64_t b = descriptor(k_rows + kk * 2048, BLOCK_HALF, 1024);
-      if constexpr (HEAD_DIM == 64) {
-        wgmma_ss_n64<T, 1>(dq, a, b, kk);
-      } else {
-        wgmma_ss_n128<T, 1>(dq, a, b, kk);
+      for (int kk = 0; kk < 4; ++kk) {  // 16 keys a step: 16 rows of both tiles
+        const uint64_t a = descriptor(ds_tile + kk * 2048, TILE_HALF, 1024);
+        wgmma_ss_n64<T, 1>(dq, a, descriptor(k_rows + kk * 2048, BLOCK_HALF, 1024), kk);
+      }
+    } else {
+      // 16 keys a step over the block's 128: consumer 0's dS^T rows, then consumer 1's, against K's rows in this
+      // consumer's column half
+      const uint32_t k_half = shared_address(sh.own_a) + consumer * BLOCK_HALF;
+#pragma unroll
+      for (int kk = 0; kk < 8; ++kk) {
+        const uint64_t a = descriptor(shared_address(dsh.ds[kk / 4][i % 2]) + kk % 4 * 2048, TILE_HALF, 1024);
+        wgmma_ss_n64<T, 1>(dq, a, descriptor(k_half + kk * 2048, BLOCK_HALF, 1024), kk);
       }
     }
     wgmma_commit();
   };
   constexpr int WARP_FLOATS = DQ_TILE_FLOATS<HEAD_DIM> / 4;  // a warp's 16 rows of a tile's dQ
-  constexpr int BUFFERS = HEAD_DIM == 64 ? 2 : 1;              // tiles' shares in a consumer's 32 KiB
-  static_assert(BUFFERS * DQ_TILE_FLOATS<HEAD_DIM> == sizeof(DqShared::dq[0]) / sizeof(float));
+  constexpr int SHARE_FLOATS = 32 * 32;                        // of which this consumer's, a warp's quarter
+  constexpr int BUFFERS = 2;
+  static_assert(BUFFERS * 4 * SHARE_FLOATS == sizeof(DqShared::dq[0]) / sizeof(float));
   auto add_dq = [&](int i) {  // once tile i's dQ share is in: into a buffer, and the copy engine adds it
-    float* buffer = dsh.dq[consumer] + i % BUFFERS * DQ_TILE_FLOATS<HEAD_DIM> + warp * WARP_FLOATS;
+    float* buffer = dsh.dq[consumer] + (i % BUFFERS * 4 + warp) * SHARE_FLOATS;
     if (i >= BUFFERS && lane == 0) bulk_wait_read<BUFFERS - 1>();  // this buffer's last addition has read it
     __syncwarp();
     fence_registers(dq);
 #pragma unroll
-    for (int n = 0; n < HEAD_DIM / 8; ++n) {
+    for (int n = 0; n < 8; ++n) {
       *reinterpret_cast<float4*>(buffer + 4 * (n * 32 + lane)) =
           make_float4(dq[4 * n], dq[4 * n + 1], dq[4 * n + 2], dq[4 * n + 3]);
     }
     fence_shared_for_async();
     __syncwarp();
-    if (lane == 0) {
+    if (lane == 0) {  // at head dim 128, this consumer's column groups 8 c to 8 c + 7 of the warp's rows
       const int64_t tile = (int64_t(b) * p.heads + h) * query_tiles(p) + first_tile + i;
-      bulk_add(dq_acc + tile * DQ_TILE_FLOATS<HEAD_DIM> + warp * WARP_FLOATS, buffer, WARP_FLOATS * 4);
+      const int64_t at = tile * DQ_TILE_FLOATS<HEAD_DIM> + warp * WARP_FLOATS + (HEAD_DIM == 128) * consumer * SHARE_FLOATS;
+      bulk_add(dq_acc + at, buffer, SHARE_FLOATS * 4);
     }
   };
 
@@ -318,11 +332,8 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
       wgmma_wait<0>();  // dV: P^T's registers free
       fence_registers(dv);
       to_operand<T, ROWS>(dst, dp);
+      if constexpr (ONE_PASS) issue_dq(i);
       issue_dk(i);
-      if constexpr (ONE_PASS) {
-        wgmma_wait<0>();  // dK's product, which reads dS^T from registers, done before dQ's 64 accumulators are taken
-        issue_dq(i);
-      }
       wgmma_wait<0>();
       fence_registers(dk);
       if (lane == 0) barrier_arrive(&sh.empty[i % STAGES]);
