@@ -148,15 +148,16 @@ report.glue_all("hopper_table", hopper.table_facts(versus))
 # query tile's L and D (its row sums of dO ∘ O) into the same stage, so no consumer waits on a global load inside its
 # loop. It takes one pass: each consumer also stores its dSᵀ in shared memory, multiplies its share of the tile's dQ
 # (dS K, both operands read transposed by wgmma) and hands it to the copy engine, which adds it into an fp32
-# accumulator while the next tile's products run; the two consumers' shares meet there, not in a barrier, and a last
-# kernel scales the sums into dQ. Under `torch.use_deterministic_algorithms`, and at head dimension 128 below 4,096
-# keys, where it is the faster, it takes two passes, the second a dQ kernel that owns 128 queries and walks the keys,
-# nothing added up in a changing order. A consumer issues the next tile's S and dP before the last product of the
-# tile it is finishing, so the tensor cores have work while it computes P and dS; at head dimension 128 the dK/dV
-# kernel's accumulators leave no registers for a second tile's S and dP, and it keeps the order of one tile at a
-# time (its dQ share then waits for dK's product, so the two do not hold their registers at once). It is correct
-# at every tested shape; here it is timed alone beside the others' backward on the Triton forward's O and L (SDPA's
-# and our Triton one through autograd), with the warp-specialised Gluon backward of an earlier attempt.
+# accumulator while the next tile's products run, and a last kernel scales the sums into dQ. At head dimension 64 a
+# consumer's share is the sum over its own 64 keys, so the two shares meet in the accumulator, not in a barrier; at
+# 128 it is half of dQ's columns over the block's 128 keys, from both consumers' dSᵀ after a barrier between them:
+# 32 accumulators instead of 64, and half the additions. Under `torch.use_deterministic_algorithms` it takes two
+# passes, the second a dQ kernel that owns 128 queries and walks the keys, nothing added up in a changing order. A
+# consumer issues the next tile's S and dP before the last product of the tile it is finishing, so the tensor cores
+# have work while it computes P and dS; at head dimension 128 the dK/dV kernel's accumulators leave no registers for
+# a second tile's S and dP, and it keeps the order of one tile at a time, with dQ's product and dK's issued together.
+# It is correct at every tested shape; here it is timed alone beside the others' backward on the Triton forward's O
+# and L (SDPA's and our Triton one through autograd), with the warp-specialised Gluon backward of an earlier attempt.
 
 # %% tags=["nbval-ignore-output"]
 if on_hopper:
@@ -171,9 +172,10 @@ report.glue_all("hopper_backward", hopper.backward_facts(backward))
 
 # %% [markdown]
 # The CUDA backward is {glue:text}`hopper_backward_vs_triton_words`, and {glue:text}`hopper_backward_vs_cudnn_words`.
-# One pass does five matrix products per tile pair, two passes seven. An earlier one-pass version, in which both
-# consumers' dSᵀ met in shared memory and one of them added dQ up, was slower than two passes: the barrier between
-# the consumers held them in step. The registered attention takes this backward where the runs recorded in the log
+# One pass does five matrix products per tile pair, two passes seven. Sharing dSᵀ between the consumers pays at head
+# dimension 128, where it frees registers and halves the additions, and not at 64: there an early version in which
+# one consumer added dQ up was slower than two passes, and a later one that split dQ's columns (32 each) was 1.02
+# to 1.06 times slower than the unshared pass (the log has both). The registered attention takes this backward where the runs recorded in the log
 # found it the faster: at head dimension 128 at every length, at 64 from 4,096 keys, and the Triton one below. The
 # experiment log (`book/log.md`) has every attempt with its numbers, and what a next one needs.
 

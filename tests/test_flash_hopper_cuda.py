@@ -1,6 +1,6 @@
 """FlashAttention's forward written for Hopper in CUDA C++ (systems.attention.flash_cpp.hopper, registered as
 flash_hopper), with the Triton kernels' backward behind the same C++ autograd node; and the backward written for
-Hopper (one pass; two at head dim 128 below 4,096 keys and under deterministic algorithms), on its own.
+Hopper (one pass; two under deterministic algorithms), on its own.
 
 On any machine with nvcc: every kernel instantiation compiled for sm_90a without spilling and without ptxas
 serialising the asynchronous products; the reasons the name gives where it cannot run. On an sm_90 GPU: every output
@@ -169,8 +169,8 @@ def test_gpu_backward_matches_the_oracle(case, is_causal):
 
 @pytest.mark.gpu
 @HOPPER
-@pytest.mark.parametrize("d, n, passes", [(64, 300, 1), (128, 4100, 1), (128, 300, 2)])
-def test_gpu_the_backward_takes_one_pass_where_faster_unless_asked_to_be_deterministic(d, n, passes):
+@pytest.mark.parametrize("d, n", [(64, 300), (128, 4100), (128, 300)])
+def test_gpu_the_backward_takes_one_pass_unless_asked_to_be_deterministic(d, n):
     from torch.profiler import ProfilerActivity, profile
 
     q, k, v, do = (torch.randn(2, 3, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
@@ -183,8 +183,8 @@ def test_gpu_the_backward_takes_one_pass_where_faster_unless_asked_to_be_determi
         return {e.key for e in prof.key_averages()}, grads
 
     names, fast = kernels_and_grads()
-    assert any("dq_from_accumulator" in name for name in names) == (passes == 1), names
-    assert any("hopper_bwd_dq_kernel" in name for name in names) == (passes == 2), names
+    assert any("dq_from_accumulator" in name for name in names), names
+    assert not any("hopper_bwd_dq_kernel" in name for name in names), names
     torch.use_deterministic_algorithms(True)
     try:
         names, first = kernels_and_grads()

@@ -2,9 +2,8 @@
 // a producer warpgroup feeding rings of shared-memory stages through the copy engine, two consumer warpgroups of 64
 // rows each multiplying with asynchronous wgmma, the products that need no transposed operand issued from registers.
 // One pass, as FlashAttention-2 and cuDNN take it, dQ added up in fp32 as the dK/dV pass goes; under
-// torch.use_deterministic_algorithms (nothing then added up in an order that changes from run to run), and at head
-// dim 128 below 4,096 keys (dq_accumulator_size), two passes, as the Triton kernels take them at that head dim
-// (../flash_triton/kernels.py):
+// torch.use_deterministic_algorithms (nothing then added up in an order that changes from run to run) two passes, as
+// the Triton kernels take them at head dim 128 (../flash_triton/kernels.py):
 //   preprocess  D = rowsum(dO * O) (delta_kernel, flash_cuda.cuh)
 //   dK/dV       a block owns 128 keys and walks the query tiles of 64 that see them; per tile, for its 64 keys
 //                 S^T = K Q^T and dP^T = V dO^T issued together (shared memory)
@@ -13,7 +12,9 @@
 //                 dS^T = P^T (dP^T - D);  dK += dS^T Q            (dS^T under dV; dS^T from registers)
 //               one pass: also dS^T into shared memory, and this consumer's share of the tile's dQ, dS K (both
 //               operands read transposed from shared memory), which the copy engine adds to an fp32 accumulator
-//               while the next tile's products run; a last kernel scales it into dQ
+//               while the next tile's products run; a last kernel scales it into dQ. The share: at head dim 64
+//               the sum over this consumer's 64 keys, at 128 half of dQ's columns over the block's 128 keys
+//               (both consumers' dS^T, a barrier between them: half the accumulators and half the additions)
 //   dQ          (two passes) a block owns 128 queries and walks the key tiles of 64 it sees; per tile, for its 64
 //               queries S = Q K^T and dP = dO V^T issued together; P = exp2(S scale log2e - L log2e);
 //               dS = P (dP - D);  dQ += dS K
@@ -593,10 +594,9 @@ cudaError_t backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout
   });
 }
 
-// At head dim 128 the one pass is the slower below 4,096 keys (its dK/dV kernel runs a tile's products in turn; the
-// two passes overlap them): two passes there (book/log.md, 2026-11-27).
+// One pass at every length: with dQ's columns split between the consumers it is the faster at head dim 128 from
+// 1,024 keys too (book/log.md, 2026-11-27).
 int64_t dq_accumulator_size(const Problem& p) {
-  if (p.head_dim == 128 && p.n_keys < 4096) return 0;
   return int64_t(p.batch) * p.heads * query_tiles(p) * ROWS * p.head_dim;
 }
 

@@ -2,8 +2,8 @@
 ring of shared-memory stages, two consumer warpgroups multiplying with asynchronous wgmma while their exponentials
 run, registers moved from the producer to the consumers, and the consumers taking turns at the tensor cores
 (FlashAttention-3's design). A backward in the forward's shape (``flash_hopper_backward.cu``: one pass, dQ added
-up by the copy engine as the dK/dV kernel goes; dK/dV then dQ at head dim 128 below 4,096 keys, where that is the
-faster, and under deterministic algorithms) is here too, :func:`backward_hopper_cuda`. Registered as
+up by the copy engine as the dK/dV kernel goes; dK/dV then dQ under deterministic algorithms) is here too,
+:func:`backward_hopper_cuda`. Registered as
 ``flash_hopper``: under one C++ autograd node (``torch.ops.systems_flash.hopper_attention``), whichever forward and
 whichever backward is the faster for the shape, these kernels or the Triton kernels launched from C++: the forward
 here at head dim 128 and at 64 from 16,384 keys (8,192 without the causal mask), the backward here at head dim 128
