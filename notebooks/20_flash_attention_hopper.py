@@ -27,6 +27,7 @@ data_dir = None
 # %% tags=["remove-cell"]
 import os
 
+import pandas as pd
 import torch
 
 if not torch.cuda.is_available():
@@ -192,8 +193,9 @@ report.glue_all("hopper_backward", hopper.backward_facts(backward))
 
 # %% tags=["nbval-ignore-output"]
 if on_hopper:
-    steps = measured(data_dir, "hopper_model_steps", fs.compiled_steps_at_largest_batch, model_sizes, model_context,
-                     dtype, max_batch=max_batch, steps=model_steps)
+    steps = pd.concat([measured(data_dir, f"hopper_model_steps_{size}", fs.compiled_steps_at_largest_batch, [size],
+                                model_context, dtype, max_batch=max_batch, steps=model_steps)
+                       for size in model_sizes], ignore_index=True)  # a size at a time: a stopped run resumes there
     step_table, step_facts = hopper.model_steps(steps)
     report.table(step_table, ".3f")
 else:
