@@ -201,10 +201,13 @@ def test_gpu_the_backward_takes_one_pass_unless_asked_to_be_deterministic(d, n):
 
 @pytest.mark.gpu
 @HOPPER
-@pytest.mark.parametrize("d", [64, 128])  # at 77 tokens the Triton forward at 64, the Hopper one at 128
-def test_gpu_the_operators_pass_pytorchs_checks(d):
+@pytest.mark.parametrize("d", [64, 128])  # at 77 tokens the Triton kernels at 64, the Hopper ones at 128
+@pytest.mark.parametrize("layout", ["contiguous", "model"])
+def test_gpu_the_operators_pass_pytorchs_checks(d, layout):
     assert hopper.unavailable(torch.device("cuda")) is None  # loads the ops
     q, k, v = (torch.randn(2, 2, 77, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    if layout == "model":  # q and k (B, H, N, d) contiguous, v a view of (B, N, H, d)
+        v = torch.randn(2, 77, 2, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2).requires_grad_()
     for causal in (False, True):
         torch.library.opcheck(torch.ops.systems_flash.hopper_attention.default, (q, k, v, causal))
         for forward in (torch.ops.systems_flash.hopper_forward, torch.ops.systems_flash.hopper_attention_forward):
@@ -272,6 +275,25 @@ def test_gpu_compiled_with_lengths_that_change(dynamic):
     check_compiled_at_changing_lengths(flash_attention_hopper, (((2, 4), 64), ((2, 4), 96), ((1, 4), 130),
                                                                 ((3, 2), 17)),
                                        128, TOL[torch.bfloat16], dtype=torch.bfloat16, dynamic=dynamic)
+
+
+@pytest.mark.gpu
+@HOPPER
+@pytest.mark.parametrize("d", [64, 128])  # at 200 keys the Triton backward at 64, the Hopper one at 128
+def test_gpu_compiled_in_the_models_layout(d):
+    # the model's q and k are contiguous and v a view of (B, N, H, d): the compiled graph checks the strides of every
+    # gradient against the Meta kernel's, whichever backward the shape takes
+    q, k, do = (torch.randn(2, 3, 200, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    v_rows = torch.randn(2, 200, 3, d, device="cuda", dtype=torch.bfloat16)
+    torch._dynamo.reset()
+    grads = {}
+    for name, f in (("eager", flash_attention_hopper), ("compiled", torch.compile(flash_attention_hopper))):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v_rows)]
+        o = f(leaves[0], leaves[1], leaves[2].transpose(1, 2), is_causal=True)
+        grads[name] = (o, *torch.autograd.grad(o, leaves, do))
+    for got, want in zip(grads["compiled"], grads["eager"]):
+        assert got.stride() == want.stride()
+        torch.testing.assert_close(got, want, rtol=0, atol=2e-2 * want.float().abs().max().item())
 
 
 @pytest.mark.gpu

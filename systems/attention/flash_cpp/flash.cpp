@@ -207,6 +207,13 @@ std::tuple<Tensor, Tensor, Tensor> backward_meta(const Tensor& q, const Tensor& 
   return {at::empty_like(q), at::empty_like(k), at::empty_like(v)};
 }
 
+// hopper_attention's backward (flash_hopper_ops.cpp): the Triton kernels' layout, whichever backward runs
+std::tuple<Tensor, Tensor, Tensor> hopper_attention_backward_meta(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                                  const Tensor& o, const Tensor& dout,
+                                                                  const Tensor& L, bool is_causal) {
+  return systems_flash::gradients_laid_out_as_values(q, v);
+}
+
 // The ops that attention() ties together under the C++ autograd node (flash_autograd.h).
 struct Ops {
   static constexpr const char* forward = "systems_flash::forward";
@@ -247,7 +254,7 @@ TORCH_LIBRARY_IMPL(systems_flash, Meta, m) {
   m.impl("hopper_forward_variant", &hopper_variant_meta);
   m.impl("hopper_backward", &backward_meta);
   m.impl("hopper_attention_forward", &hopper_attention_forward_meta);
-  m.impl("hopper_attention_backward", &backward_meta);
+  m.impl("hopper_attention_backward", &hopper_attention_backward_meta);
 }
 
 TORCH_LIBRARY_IMPL(systems_flash, CompositeExplicitAutograd, m) {

@@ -30,6 +30,14 @@ inline std::tuple<at::Tensor, at::Tensor> heads_interleaved_outputs(const at::Te
           at::empty_symint({q.sym_size(0), q.sym_size(1), q.sym_size(2)}, q.options().dtype(at::kFloat))};
 }
 
+// A backward's gradients as the Triton kernels' backward lays them out (layouts.gradients): dQ as q, dK and dV both
+// as v (its dK/dV kernel writes both through one set of strides), so a gradient flows back through the model's view
+// of V without a copy. hopper_attention_backward promises the same whichever backward it takes.
+inline std::tuple<at::Tensor, at::Tensor, at::Tensor> gradients_laid_out_as_values(const at::Tensor& q,
+                                                                                    const at::Tensor& v) {
+  return {at::empty_like(q), at::empty_like(v), at::empty_like(v)};
+}
+
 template <typename Ops>
 c10::TypedOperatorHandle<ForwardSignature> forward_op() {
   static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(Ops::forward, "").template typed<ForwardSignature>();

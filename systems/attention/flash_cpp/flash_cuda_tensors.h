@@ -69,13 +69,14 @@ inline void check_launch(cudaError_t error) {
 }
 
 // The backward op's body for a kernel launcher with systems_flash_cuda::backward's signature: the inputs checked,
-// made readable, the gradients laid out as the Meta kernel promises. One pass, dQ added up in any order into a
+// made readable, the gradients laid out as the Meta kernel promises (dQ as q, dK as dk_like, dV as v). One pass, dQ added up in any order into a
 // zeroed fp32 accumulator of accumulator_size(problem) floats, unless that is 0 (no one-pass kernel for the problem)
 // or deterministic algorithms are asked for: then two passes (the launcher gets nullptr).
 template <typename Launch, typename AccumulatorSize>
 std::tuple<Tensor, Tensor, Tensor> run_backward(Launch launch, AccumulatorSize accumulator_size, const Tensor& q_in,
                                                 const Tensor& k_in, const Tensor& v_in, const Tensor& o_in,
-                                                const Tensor& dout_in, const Tensor& L_in, bool is_causal) {
+                                                const Tensor& dout_in, const Tensor& L_in, bool is_causal,
+                                                const Tensor& dk_like) {
   check_cuda_inputs(q_in, k_in, v_in);
   TORCH_CHECK(o_in.sizes() == q_in.sizes() && dout_in.sizes() == q_in.sizes(),
               "systems_flash (CUDA): o and dout must be shaped like q ", systems_flash::text(q_in.sizes()), ", got ",
@@ -91,7 +92,7 @@ std::tuple<Tensor, Tensor, Tensor> run_backward(Launch launch, AccumulatorSize a
                dout = readable(dout_in), L = L_in.to(at::kFloat).contiguous();
   Tensor delta = at::empty_like(L);
   auto [dq, dq_written] = output_like(q_in);
-  auto [dk, dk_written] = output_like(k_in);
+  auto [dk, dk_written] = output_like(dk_like);
   auto [dv, dv_written] = output_like(v_in);
   const cuda::Problem p = problem(q, k, is_causal);
   const int64_t floats = accumulator_size(p);

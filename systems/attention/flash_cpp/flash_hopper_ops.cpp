@@ -62,13 +62,19 @@ std::tuple<Tensor, Tensor> hopper_forward(const Tensor& q, const Tensor& k, cons
   return hopper_forward_variant(q, k, v, is_causal, fastest.stages, fastest.pingpong, fastest.consumers);
 }
 
-// One pass where it is the faster (dq_accumulator_size) unless deterministic algorithms are asked for.
-std::tuple<Tensor, Tensor, Tensor> hopper_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
-                                                   const Tensor& dout, const Tensor& L, bool is_causal) {
+// One pass unless deterministic algorithms are asked for; dK laid out as dk_like.
+std::tuple<Tensor, Tensor, Tensor> run_hopper_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                       const Tensor& o, const Tensor& dout, const Tensor& L,
+                                                       bool is_causal, const Tensor& dk_like) {
   check_cuda_inputs(q, k, v);  // before check_hopper asks q's device
   check_hopper(q);
   return run_backward(systems_flash_hopper::backward, systems_flash_hopper::dq_accumulator_size, q, k, v, o, dout, L,
-                      is_causal);
+                      is_causal, dk_like);
+}
+
+std::tuple<Tensor, Tensor, Tensor> hopper_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
+                                                   const Tensor& dout, const Tensor& L, bool is_causal) {
+  return run_hopper_backward(q, k, v, o, dout, L, is_causal, k);
 }
 
 // Where hopper_backward is the faster of it and the Triton kernels' backward, in the runs of book/log.md
@@ -105,11 +111,14 @@ std::tuple<Tensor, Tensor> hopper_attention_forward(const Tensor& q, const Tenso
   return {o, L};
 }
 
+// hopper_attention's backward, the faster of the two for the shape, its gradients laid out as the Triton kernels'
+// backward lays them out either way (dK as v: gradients_laid_out_as_values), so the Meta kernel has one layout to
+// promise where k and v are laid out differently, as in the model.
 std::tuple<Tensor, Tensor, Tensor> hopper_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                                              const Tensor& o, const Tensor& dout, const Tensor& L,
                                                              bool is_causal) {
   if (hopper_backward_is_faster(k)) {
-    return hopper_backward(q, k, v, o, dout, L, is_causal);
+    return run_hopper_backward(q, k, v, o, dout, L, is_causal, v);
   }
   return systems_flash::backward_op<TritonBackward>().call(q, k, v, o, dout, L, is_causal);
 }

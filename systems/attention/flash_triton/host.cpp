@@ -241,7 +241,7 @@ std::tuple<Tensor, Tensor, Tensor> triton_backward(const Tensor& q, const Tensor
     const int64_t B = q.size(0), H = q.size(1), nq = q.size(2), d = q.size(3);
     const auto fp32 = q.options().dtype(at::kFloat);
     Tensor delta = at::empty({B, H, nq}, fp32);
-    Tensor dq = at::empty_like(q), dk = at::empty_like(v), dv = at::empty_like(v);
+    auto [dq, dk, dv] = systems_flash::gradients_laid_out_as_values(q, v);
     Tensor dq_acc = plan->one_pass ? at::empty({B, H, nq, plan->block_d}, fp32) : dk;
     run_all(*plan, {q, k, v, o, dout, L, delta, dq_acc, dq, dk, dv});
     if (plan->one_pass) dq.copy_(dq_acc.narrow(3, 0, d));
@@ -264,7 +264,7 @@ std::tuple<Tensor, Tensor> triton_forward_meta(const Tensor& q, const Tensor& k,
 std::tuple<Tensor, Tensor, Tensor> triton_backward_meta(const Tensor& q, const Tensor& k, const Tensor& v,
                                                         const Tensor& o, const Tensor& dout, const Tensor& L,
                                                         bool is_causal) {
-  return {at::empty_like(q), at::empty_like(v), at::empty_like(v)};
+  return systems_flash::gradients_laid_out_as_values(q, v);
 }
 
 int64_t plan_count() {
