@@ -148,6 +148,7 @@ def test_gpu_forgotten_plans_are_found_again():
 @pytest.mark.gpu
 @GPU
 def test_gpu_opcheck_of_the_host_ops():
+    assert host.unavailable() is None  # loads the ops (the test may run alone)
     q, k, v = (t.detach() for t in make_qkv((2, 2), 100, 77, 64, dtype=torch.bfloat16))
     for _ in range(2):  # tune, then a plan: opcheck's calls run from C++
         torch.ops.systems_flash.triton_forward(q, k, v, True)
