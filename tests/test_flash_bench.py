@@ -387,6 +387,14 @@ def test_the_compiled_steps_table_sets_ours_beside_sdpa_with_its_interval():
     assert table["flash_hopper"].tolist()[2] == "OOM" and np.isnan(table["flash_hopper / sdpa"].iloc[2])
     assert np.isclose(table["flash_hopper / sdpa"].iloc[1], 0.99) and table.high.iloc[1] < 1
     assert facts["words"] == ("The step with flash_hopper is slower than with sdpa at small (1.024 times its time; "
-                              "no interval lies wholly above 1), and no slower at 1 of the 2 sizes that ran.")
+                              "no 95 % interval lies wholly above 1), and no slower at the other 1 of the 2 sizes "
+                              "that ran.")
+    slower_everywhere = [dict(r, step_times_ms=[t + 5 for t in r["step_times_ms"]]) if r["attention"] == "flash_hopper"
+                         else r for r in rows[:4]]
+    for r in slower_everywhere:
+        r["step_ms"] = float(np.median(r["step_times_ms"]))
+    assert hopper.model_steps(pd.DataFrame(slower_everywhere))[1]["words"] == (
+        "The step with flash_hopper is slower than with sdpa at small and xl (1.040 to 1.500 times its time; the 95 % "
+        "interval lies wholly above 1 at small and xl).")
     assert hopper.model_steps(pd.DataFrame(rows[2:]))[1]["words"] == (
         "The step with flash_hopper is no slower than with sdpa at the one size that ran (0.990 times its time).")

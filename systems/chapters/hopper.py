@@ -201,6 +201,7 @@ def model_steps(runs: pd.DataFrame, ours: str = "flash_hopper") -> tuple[pd.Data
                           f" ({span(ratio, 3)} times its time).",
         f"The step with {ours} is slower than with sdpa at {listed(slower['size'])} "
         f"({span(slower[f'{ours} / sdpa'], 3)} times its time; "
-        + pick(len(clear) == 0, "no interval lies wholly above 1", f"beyond the interval at {listed(clear['size'])}")
-        + f"), and no slower at {others} of the {len(ratio)} sizes that ran."))
+        + pick(len(clear) == 0, "no 95 % interval lies wholly above 1",
+               f"the 95 % interval lies wholly above 1 at {listed(clear['size'])}") + ")"
+        + pick(others == 0, ".", f", and no slower at the other {others} of the {len(ratio)} sizes that ran.")))
     return table, {"words": words, "sizes": len(table), "slower": len(slower)}
