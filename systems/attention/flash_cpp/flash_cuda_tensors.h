@@ -69,9 +69,10 @@ inline void check_launch(cudaError_t error) {
 }
 
 // The backward op's body for a kernel launcher with systems_flash_cuda::backward's signature: the inputs checked,
-// made readable, the gradients laid out as the Meta kernel promises (dQ as q, dK as dk_like, dV as v). One pass, dQ added up in any order into a
-// zeroed fp32 accumulator of accumulator_size(problem) floats, unless that is 0 (no one-pass kernel for the problem)
-// or deterministic algorithms are asked for: then two passes (the launcher gets nullptr).
+// made readable, the gradients laid out as the Meta kernel promises (dQ as q, dK as dk_like, dV as v). One pass,
+// dQ added up in any order into a zeroed fp32 accumulator of accumulator_size(problem) floats, unless that is 0 (no
+// one-pass kernel for the problem) or deterministic algorithms are asked for: then two passes (the launcher gets
+// nullptr).
 template <typename Launch, typename AccumulatorSize>
 std::tuple<Tensor, Tensor, Tensor> run_backward(Launch launch, AccumulatorSize accumulator_size, const Tensor& q_in,
                                                 const Tensor& k_in, const Tensor& v_in, const Tensor& o_in,

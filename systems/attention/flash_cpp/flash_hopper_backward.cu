@@ -251,7 +251,7 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
     wgmma_commit();
   };
   constexpr int WARP_FLOATS = DQ_TILE_FLOATS<HEAD_DIM> / 4;  // a warp's 16 rows of a tile's dQ
-  constexpr int SHARE_FLOATS = 32 * 32;                        // of which this consumer's, a warp's quarter
+  constexpr int SHARE_FLOATS = 16 * 64;  // of which this consumer's: its 64 columns (all of them at head dim 64)
   constexpr int BUFFERS = 2;
   static_assert(BUFFERS * 4 * SHARE_FLOATS == sizeof(DqShared::dq[0]) / sizeof(float));
   auto add_dq = [&](int i) {  // once tile i's dQ share is in: into a buffer, and the copy engine adds it
@@ -266,9 +266,10 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
     }
     fence_shared_for_async();
     __syncwarp();
-    if (lane == 0) {  // at head dim 128, this consumer's column groups 8 c to 8 c + 7 of the warp's rows
+    if (lane == 0) {  // at head dim 128 consumer 1's columns follow consumer 0's in the warp's rows
       const int64_t tile = (int64_t(b) * p.heads + h) * query_tiles(p) + first_tile + i;
-      const int64_t at = tile * DQ_TILE_FLOATS<HEAD_DIM> + warp * WARP_FLOATS + (HEAD_DIM == 128) * consumer * SHARE_FLOATS;
+      const int64_t at =
+          tile * DQ_TILE_FLOATS<HEAD_DIM> + warp * WARP_FLOATS + (HEAD_DIM == 128) * consumer * SHARE_FLOATS;
       bulk_add(dq_acc + at, buffer, SHARE_FLOATS * 4);
     }
   };
