@@ -135,11 +135,12 @@ def check_sum_backward(apply, batch, n, d, tol, dtype=torch.float32):
 
 
 def check_compiled_at_changing_lengths(apply, cases, d, tol, dtype=torch.float32, **compile_options):
-    """``torch.compile(apply, **compile_options)`` called at each ``(batch, n)`` of ``cases`` in turn (the compiler
-    retraces, or traces the lengths as symbols), every call's output and gradients against the oracle; returns the
-    compiled function for further calls."""
+    """``torch.compile(apply, fullgraph=True, **compile_options)`` called at each ``(batch, n)`` of ``cases`` in turn
+    (the compiler retraces, or traces the lengths as symbols), every call's output and gradients against the oracle;
+    returns the compiled function for further calls. One graph: a break around the attention would cost a model a
+    graph per layer."""
     torch._dynamo.reset()
-    compiled = torch.compile(apply, **compile_options)
+    compiled = torch.compile(apply, fullgraph=True, **compile_options)
     for batch, n in cases:
         check_sum_backward(compiled, batch, n, d, tol, dtype=dtype)
     return compiled

@@ -11,7 +11,7 @@ from flash_common import (SHAPE_CASES, TOL, assert_close_to, bad_inputs, check_a
                           check_bad_input_refused, check_compiled_at_changing_lengths, check_model_matches_naive,
                           make_qkv, reference)
 
-from systems.attention import get_attention, unavailable
+from systems.attention import flash_cpp, get_attention, unavailable
 from systems.attention._checks import as_4d
 from systems.attention.flash_cpp import flash_attention_cpp
 
@@ -75,6 +75,16 @@ def test_compiled_with_lengths_that_change(dynamic):
     for t in (q, k, v):
         torch._dynamo.mark_dynamic(t, 2)
     check_against_reference(compiled, q, k, v, False, TOL[torch.float32], logsumexp=logsumexp)
+
+
+def test_compiled_before_any_eager_call_it_is_one_graph(monkeypatch):
+    # a process whose first call is a compiled one traces the check that builds the operator: traced, the build's
+    # file-system calls would break the graph around the attention (in a model: a break in every layer)
+    monkeypatch.setattr(flash_cpp, "_LOADED", False)
+    torch._dynamo.reset()
+    compiled = torch.compile(flash_attention_cpp, backend="aot_eager", fullgraph=True)
+    q, k, v = make_qkv((2, 3), 40, 33, 16)
+    check_against_reference(compiled, q, k, v, True, TOL[torch.float32], logsumexp=logsumexp)
 
 
 @pytest.mark.parametrize("case", range(len(bad_inputs())))

@@ -280,14 +280,17 @@ def test_gpu_compiled_with_lengths_that_change(dynamic):
 @pytest.mark.gpu
 @HOPPER
 @pytest.mark.parametrize("d", [64, 128])  # at 200 keys the Triton backward at 64, the Hopper one at 128
-def test_gpu_compiled_in_the_models_layout(d):
+def test_gpu_compiled_in_the_models_layout(d, monkeypatch):
     # the model's q and k are contiguous and v a view of (B, N, H, d): the compiled graph checks the strides of every
-    # gradient against the Meta kernel's, whichever backward the shape takes
+    # gradient against the Meta kernel's, whichever backward the shape takes; traced as a process's first call is
+    # (before the build's flag is set), in one graph
     q, k, do = (torch.randn(2, 3, 200, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     v_rows = torch.randn(2, 200, 3, d, device="cuda", dtype=torch.bfloat16)
     torch._dynamo.reset()
+    monkeypatch.setattr(hopper, "_READY", False)
     grads = {}
-    for name, f in (("eager", flash_attention_hopper), ("compiled", torch.compile(flash_attention_hopper))):
+    compiled = torch.compile(flash_attention_hopper, fullgraph=True)
+    for name, f in (("compiled", compiled), ("eager", flash_attention_hopper)):
         leaves = [t.clone().requires_grad_() for t in (q, k, v_rows)]
         o = f(leaves[0], leaves[1], leaves[2].transpose(1, 2), is_causal=True)
         grads[name] = (o, *torch.autograd.grad(o, leaves, do))

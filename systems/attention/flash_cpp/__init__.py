@@ -110,6 +110,10 @@ def _build_cuda() -> str | None:
     return why
 
 
+# The checks that build on first use are constants to torch.compile (assume_constant_result): it calls them once while
+# tracing instead of tracing the build's file-system calls, which would break the model's graph around attention in
+# every layer when the first call of the process is a compiled one.
+@torch.compiler.assume_constant_result
 def unavailable(device: torch.device) -> str | None:
     """Why the operator's CPU kernels cannot run on ``device``, or None (building them if they are not built yet)."""
     if device.type != "cpu":
@@ -129,6 +133,7 @@ def cuda_machine_unavailable(device: torch.device, runs_on: str) -> str | None:
     return None
 
 
+@torch.compiler.assume_constant_result
 def cuda_unavailable(device: torch.device) -> str | None:
     """Why the operator's CUDA kernels cannot run on ``device``, or None (building them if they are not built yet)."""
     why = cuda_machine_unavailable(device, "NVIDIA GPUs (its kernels are CUDA C++)")
@@ -159,7 +164,6 @@ def flash_attention_cpp(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_ca
     """q (B, [H,] Nq, d), k, v (B, [H,] Nk, d) on the CPU -> (B, [H,] Nq, d); causal masking is top-left aligned."""
     check_attention_inputs(q, k, v)
     check_is_causal(is_causal)
-    # (once loaded, the check is one constant: torch.compile traces through it without a break)
     why = unavailable(q.device) if not _LOADED or q.device.type != "cpu" else None
     if why:
         raise RuntimeError(f"flash_cpp {why}")

@@ -48,6 +48,7 @@ def _build() -> str | None:
     return why
 
 
+@torch.compiler.assume_constant_result  # as flash_cpp's checks: traced, the build would break the graph
 def unavailable(device: torch.device) -> str | None:
     """Why the Hopper kernel cannot run on ``device``, or None (building it if it is not built yet)."""
     why = cuda_machine_unavailable(device, "Hopper GPUs (its kernel is CUDA C++ for sm_90a)")
