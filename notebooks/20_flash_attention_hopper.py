@@ -115,9 +115,9 @@ report.glue_all("hopper_variant", hopper.variant_facts(effects))
 # ## Against cuDNN, forward and backward
 #
 # The registered attention (`get_attention("flash_hopper")`) takes the faster forward and the faster backward for the
-# shape, under one C++ autograd node: this forward at head dimension 128, and at 64 from 16,384 keys (8,192 without
-# the causal mask); the CUDA backward of the next section at head dimension 128, and at 64 from 4,096 keys; our
-# Triton kernels launched from C++ elsewhere. Both passes at the table's shapes, as chapter 07's sweep
+# shape, under one C++ autograd node: this forward at head dimension 128, and at 64 from 8,192 keys; the CUDA
+# backward of the next section at head dimension 128, and at 64 from 8,192 keys and from 2,048 where the batch and
+# the heads bring at least 1,536 of its blocks of 128 keys; our Triton kernels launched from C++ elsewhere. Both passes at the table's shapes, as chapter 07's sweep
 # times them (inputs (B, H, N, d), the forward with autograd recording, forward+backward), in one process with our
 # Triton kernels and SDPA's two back ends; the share of peak is the achieved FLOP rate (the visible half of a causal
 # score matrix, `systems.flops`) over the GPU's dense bf16 peak ({glue:text}`hopper_peak_tflops:.0f` TFLOP/s).
@@ -177,7 +177,9 @@ report.glue_all("hopper_backward", hopper.backward_facts(backward))
 # dimension 128, where it frees registers and halves the additions, and not at 64: there an early version in which
 # one consumer added dQ up was slower than two passes, and a later one that split dQ's columns (32 each) was 1.02
 # to 1.06 times slower than the unshared pass (the log has both). The registered attention takes this backward where the runs recorded in the log
-# found it the faster: at head dimension 128 at every length, at 64 from 4,096 keys, and the Triton one below. The
+# found it the faster: at head dimension 128 at every length; at 64 from 8,192 keys, and from 2,048 where the batch
+# and the heads give it at least 1,536 blocks (a dozen waves of 132 SMs: with fewer, the last wave's causal imbalance
+# costs more than the one pass saves), and the Triton one elsewhere. The
 # experiment log (`book/log.md`) has every attempt with its numbers, and what a next one needs.
 
 # %% [markdown]
@@ -187,9 +189,9 @@ report.glue_all("hopper_backward", hopper.backward_facts(backward))
 # {glue:text}`hopper_model_context`, the whole model under `torch.compile`, with `attention="flash_hopper"` against
 # `attention="sdpa"` on one model, the two interleaved as chapter 17 times them ({glue:text}`hopper_model_steps`
 # timed steps each, ratio of medians with its 95 % interval), at the largest batch (a power of two up to
-# {glue:text}`hopper_max_batch`) whose eager step fits on the GPU. At these head dimensions (64, and 80 for the 2.7B
-# preset, which goes to the Triton kernel) and this context, `flash_hopper` takes the Triton kernels for both passes
-# (the section above says where it takes its own).
+# {glue:text}`hopper_max_batch`) whose eager step fits on the GPU. At this context and head dimension 64 `flash_hopper`
+# takes the Triton forward and, at these batches, its own backward; the 2.7B preset's head dimension, 80, goes to the
+# Triton kernels for both passes.
 
 # %% tags=["nbval-ignore-output"]
 if on_hopper:

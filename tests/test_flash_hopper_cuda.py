@@ -220,17 +220,20 @@ def test_gpu_the_operators_pass_pytorchs_checks(d, layout):
 
 @pytest.mark.gpu
 @HOPPER
-@pytest.mark.parametrize("d, n, which", [(128, 16384, "hopper"), (128, 1024, "hopper"), (64, 16384, "hopper"),
-                                         (64, 4096, "hopper"), (64, 2048, "triton")])
-def test_gpu_the_attention_takes_the_faster_backward_for_the_shape(d, n, which):
+@pytest.mark.parametrize("d, shape, causal, which", [
+    (128, (1, 2, 16384), True, "hopper"), (128, (1, 2, 1024), True, "hopper"), (64, (1, 2, 16384), True, "hopper"),
+    (64, (1, 2, 8192), True, "hopper"), (64, (1, 2, 4096), True, "triton"),
+    (64, (8, 12, 2048), True, "hopper"), (64, (8, 11, 2048), True, "triton"),  # 1,536 blocks of 128 keys, and 1,408
+    (64, (16, 16, 1024), True, "triton"), (64, (1, 2, 4096), False, "hopper"), (64, (1, 2, 2048), False, "triton")])
+def test_gpu_the_attention_takes_the_faster_backward_for_the_shape(d, shape, causal, which):
     # the backward under flash_hopper's autograd node is, bit for bit, the one chosen for the shape (dK and dV: both
     # backwards add dQ up in an order that changes from call to call)
-    q, k, v, do = (torch.randn(1, 2, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    q, k, v, do = (torch.randn(*shape, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
     qkv = [t.clone().requires_grad_() for t in (q, k, v)]
-    got = torch.autograd.grad(flash_attention_hopper(*qkv, is_causal=True), qkv, do)
-    o, L = torch.ops.systems_flash.hopper_attention_forward(q, k, v, True)
+    got = torch.autograd.grad(flash_attention_hopper(*qkv, is_causal=causal), qkv, do)
+    o, L = torch.ops.systems_flash.hopper_attention_forward(q, k, v, causal)
     chosen = backward_hopper_cuda if which == "hopper" else torch.ops.systems_flash.triton_backward
-    want = chosen(q, k, v, o, do, L, True)
+    want = chosen(q, k, v, o, do, L, causal)
     assert torch.equal(got[1], want[1]) and torch.equal(got[2], want[2])
     torch.testing.assert_close(got[0], want[0], rtol=0, atol=2e-2)
 
@@ -238,8 +241,8 @@ def test_gpu_the_attention_takes_the_faster_backward_for_the_shape(d, n, which):
 @pytest.mark.gpu
 @HOPPER
 @pytest.mark.parametrize("d, n, causal, which", [(128, 1024, True, "hopper"), (64, 16384, True, "hopper"),
-                                                 (64, 8192, False, "hopper"), (64, 8192, True, "triton"),
-                                                 (64, 4096, False, "triton")])
+                                                 (64, 8192, False, "hopper"), (64, 8192, True, "hopper"),
+                                                 (64, 4096, True, "triton"), (64, 4096, False, "triton")])
 def test_gpu_the_attention_takes_the_faster_forward_for_the_shape(d, n, causal, which):
     # flash_hopper's forward is, bit for bit, the one chosen for the shape, its O laid out (B, N, H, d) either way
     q, k, v = (torch.randn(1, 2, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))

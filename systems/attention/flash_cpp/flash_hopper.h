@@ -38,8 +38,8 @@ cudaError_t backward(const systems_flash_cuda::Problem& problem, systems_flash_c
                      const float* L, float* delta, systems_flash_cuda::Rows dq, systems_flash_cuda::Rows dk,
                      systems_flash_cuda::Rows dv, float* dq_acc, cudaStream_t stream);
 
-// The floats of the one-pass backward's dQ accumulator for `problem`; 0 where two passes are the faster (head dim 128,
-// fewer than 4,096 keys).
+// The floats of the one-pass backward's dQ accumulator for `problem` (one pass at every shape: two only under
+// deterministic algorithms, which run_backward asks about).
 int64_t dq_accumulator_size(const systems_flash_cuda::Problem& problem);
 
 }  // namespace systems_flash_hopper

@@ -77,22 +77,29 @@ std::tuple<Tensor, Tensor, Tensor> hopper_backward(const Tensor& q, const Tensor
   return run_hopper_backward(q, k, v, o, dout, L, is_causal, k);
 }
 
-// Where hopper_backward is the faster of it and the Triton kernels' backward, in the runs of book/log.md
-// (2026-11-27): at head dim 128 at every length the log's runs cover (1,024 to 32,768 keys; within 2 % at 2,048);
-// at head dim 64 from 4,096 keys (level at 2,048, the faster or the slower by the number of heads; slower below).
-bool hopper_backward_is_faster(const Tensor& k) { return k.size(3) == 128 || k.size(2) >= 4096; }
+// Where hopper_backward is the faster of it and the Triton kernels' backward, in the runs of book/log.md (causal, the
+// model's layout, 2026-11-27): at head dim 128 at every length the log's runs cover (1,024 to 32,768 keys); at head
+// dim 64 from 8,192 keys (0.84 to 0.98 of the Triton backward's time), and from 2,048 where the batch and the heads
+// bring at least 1,536 of its blocks of 128 keys, a dozen waves on an H100's 132 SMs (0.89 to 0.97). With fewer
+// blocks the last wave, causally uneven, costs more than the one pass saves (1.05 to 1.32 at 2,048 and 4,096 keys);
+// below 2,048 keys it is the slower at every batch (1.0 to 1.2). Without the mask, where blocks are even, from 4,096.
+bool hopper_backward_is_faster(const Tensor& k, bool is_causal) {
+  constexpr int64_t KEY_BLOCKS = 1536, BLOCK_KEYS = 128;
+  const int64_t keys = k.size(2);
+  if (k.size(3) == 128) return true;
+  if (!is_causal) return keys >= 4096;
+  return keys >= 8192 || (keys >= 2048 && k.size(0) * k.size(1) * keys >= KEY_BLOCKS * BLOCK_KEYS);
+}
 
 struct TritonBackward {
   static constexpr const char* backward = "systems_flash::triton_backward";
 };
 
 // Where the Hopper forward is the faster of it and the Triton kernels' forward, in the runs of book/log.md
-// (2026-11-27): at head dim 128 at every length measured (1,024 to 32,768 keys); at 64 from 16,384 keys causal and
-// at 8,192 without the mask. Causal at 512 to 8,192 keys the Triton one is the faster; shorter without the mask was
-// not measured, and the Triton one is kept there.
-bool hopper_forward_is_faster(const Tensor& k, bool is_causal) {
-  return k.size(3) == 128 || k.size(2) >= (is_causal ? 16384 : 8192);
-}
+// (2026-11-27): at head dim 128 at every length measured (1,024 to 32,768 keys); at 64 from 8,192 keys, causal or
+// not (causal: 0.87 to 0.97 of the Triton forward's time at 8,192 keys, 16 to 256 (batch, head) pairs; level at 4,096,
+// 0.98 to 1.18; slower below).
+bool hopper_forward_is_faster(const Tensor& k) { return k.size(3) == 128 || k.size(2) >= 8192; }
 
 struct TritonForward {
   static constexpr const char* forward = "systems_flash::triton_forward";
@@ -103,7 +110,7 @@ struct TritonForward {
 std::tuple<Tensor, Tensor> hopper_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                                     bool is_causal) {
   check_cuda_inputs(q, k, v);
-  if (!hopper_forward_is_faster(k, is_causal)) {
+  if (!hopper_forward_is_faster(k)) {
     return systems_flash::forward_op<TritonForward>().call(q, k, v, is_causal);
   }
   auto [o, L] = systems_flash::heads_interleaved_outputs(q);
@@ -117,7 +124,7 @@ std::tuple<Tensor, Tensor> hopper_attention_forward(const Tensor& q, const Tenso
 std::tuple<Tensor, Tensor, Tensor> hopper_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                                              const Tensor& o, const Tensor& dout, const Tensor& L,
                                                              bool is_causal) {
-  if (hopper_backward_is_faster(k)) {
+  if (hopper_backward_is_faster(k, is_causal)) {
     return run_hopper_backward(q, k, v, o, dout, L, is_causal, v);
   }
   return systems_flash::backward_op<TritonBackward>().call(q, k, v, o, dout, L, is_causal);

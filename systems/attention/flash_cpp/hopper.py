@@ -6,8 +6,9 @@ up by the copy engine as the dK/dV kernel goes; dK/dV then dQ under deterministi
 :func:`backward_hopper_cuda`. Registered as
 ``flash_hopper``: under one C++ autograd node (``torch.ops.systems_flash.hopper_attention``), whichever forward and
 whichever backward is the faster for the shape, these kernels or the Triton kernels launched from C++: the forward
-here at head dim 128 and at 64 from 16,384 keys (8,192 without the causal mask), the backward here at head dim 128
-and at 64 from 4,096 keys (chapter 20 times both; ``book/log.md`` has every version's numbers). Its output is laid
+here at head dim 128 and at 64 from 8,192 keys; the backward here at head dim 128, and at 64 from 8,192 keys and from
+2,048 where batch and heads give it enough blocks to fill the GPU a dozen times over (``hopper_backward_is_faster``
+in ``flash_hopper_ops.cpp``; chapter 20 times both, ``book/log.md`` has every version's numbers). Its output is laid
 out as the Triton kernels' is, (B, N, H, d) in memory, so the model's reshape of it is a view.
 
 It runs on sm_90 GPUs (H100, H200), bf16 and fp16, head dims 64 and 128; other inputs go to the portable Triton
