@@ -18,15 +18,15 @@ import torch.nn as nn
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
 RECOMPUTE = ("all", "keep_attention")
-# the ops whose outputs "keep_attention" keeps: SDPA's back ends, our Triton attention's forward ops (the custom op a
-# compiled model runs, the C++ operator an eager call on a GPU runs) and the C++ operator's (flash_cpp, flash_cuda,
-# flash_hopper).
+# the ops whose outputs "keep_attention" keeps: SDPA's back ends, our Triton attention's forward (the custom op a
+# compiled model runs) and the forward op each of our C++ autograd nodes calls (their `Ops::forward`: flash_cpp and
+# flash_cuda, the Triton kernels' host path, flash_hopper), which a test reads from the C++ sources.
 # The Triton attention launched from Python (flash_triton_python) runs no op the policy can see.
 ATTENTION_OPS = frozenset({"aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_cudnn_attention",
                            "aten::_scaled_dot_product_efficient_attention",
                            "aten::_scaled_dot_product_flash_attention_for_cpu", "systems::flash_fwd",
                            "systems_flash::triton_forward", "systems_flash::forward",
-                           "systems_flash::hopper_forward"})
+                           "systems_flash::hopper_attention_forward"})
 
 
 def _keep_attention(ctx, op, *args, **kwargs) -> CheckpointPolicy:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn as nn
 from torch.utils._python_dispatch import TorchDispatchMode
+
+import systems.attention
 
 from systems.memory.checkpointing import best_group, nested_levels, nested_peak, one_level_peak
 from systems.memory.saved import SavedTensors
@@ -120,6 +124,18 @@ def test_keeping_attention_through_the_recomputation_runs_it_once_with_the_same_
     assert runs == {(0, "all"): 4, (1, "all"): 8, (1, "keep_attention"): 4}
     for a, b in zip(grads[0, "all"], grads[1, "keep_attention"]):
         assert torch.equal(a, b)
+
+
+def test_keeping_attention_keeps_the_forward_of_every_attention_node_of_ours():
+    # each C++ autograd node names the forward op it calls (`Ops::forward`); a node whose forward the policy does
+    # not know is recomputed under keep_attention, silently (flash_hopper was, when its node's forward was renamed)
+    sources = [*(Path(systems.attention.__file__).parent / "flash_cpp").glob("*.cpp"),
+               Path(systems.attention.__file__).parent / "flash_triton" / "host.cpp"]
+    forwards = {name for source in sources
+                for name in re.findall(r'constexpr const char\* forward = "([\w:]+)"', source.read_text())}
+    assert {"systems_flash::forward", "systems_flash::triton_forward",
+            "systems_flash::hopper_attention_forward"} <= forwards  # the pattern still finds them
+    assert forwards <= ATTENTION_OPS
 
 
 def test_one_level_of_checkpointing_on_paper():
