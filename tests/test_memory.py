@@ -12,6 +12,7 @@ import torch.nn as nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import systems.attention
+from systems.attention import unavailable
 
 from systems.memory.checkpointing import best_group, nested_levels, nested_peak, one_level_peak
 from systems.memory.saved import SavedTensors
@@ -61,10 +62,10 @@ def test_a_compiled_rmsnorm_saves_less():
     assert kept == [(B, T, 1), (B, T, D)]  # the input and one (B, T, 1) statistic; the product is recomputed
 
 
-def tiny(num_heads: int = 4, **kw) -> TransformerLM:
+def tiny(num_heads: int = 4, d_model: int = 32, **kw) -> TransformerLM:
     torch.manual_seed(0)
-    return TransformerLM(ModelConfig(vocab_size=61, context_length=12, d_model=32, num_layers=4, num_heads=num_heads,
-                                     d_ff=48, attention="naive"), **kw)
+    return TransformerLM(ModelConfig(vocab_size=61, context_length=12, d_model=d_model, num_layers=4,
+                                     num_heads=num_heads, d_ff=48, attention="naive"), **kw)
 
 
 def gradients(model: TransformerLM, tokens: torch.Tensor) -> list[torch.Tensor]:
@@ -110,20 +111,44 @@ class OpCounts(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-@pytest.mark.parametrize("attention", ["sdpa", "flash_cpp"])  # PyTorch's op, and our C++ operator's
-def test_keeping_attention_through_the_recomputation_runs_it_once_with_the_same_gradients(attention):
-    tokens = torch.randint(0, 61, (3, 12))
+def attention_runs_and_gradients(attention: str, tokens: torch.Tensor, **model_kw):
+    """Per (checkpoint_blocks, recompute): how many times the attention's forward op ran in one forward and backward
+    of a 4-block model, and the gradients."""
     runs, grads = {}, {}
     for blocks, recompute in ((0, "all"), (1, "all"), (1, "keep_attention")):
-        model = tiny(num_heads=2, checkpoint_blocks=blocks, recompute=recompute)  # head dim 16, as flash_cpp takes
+        model = tiny(checkpoint_blocks=blocks, recompute=recompute, **model_kw).to(tokens.device)
+        if tokens.is_cuda:
+            model = model.to(torch.bfloat16)
         model.set_attention(attention)
         with OpCounts() as ops:
             grads[blocks, recompute] = gradients(model, tokens)
         runs[blocks, recompute] = sum(n for op, n in ops.counts.items()
                                       if op in ATTENTION_OPS)  # the attention forward op, per block
+    return runs, grads
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "flash_cpp"])  # PyTorch's op, and our C++ operator's
+def test_keeping_attention_through_the_recomputation_runs_it_once_with_the_same_gradients(attention):
+    # head dim 16, which flash_cpp takes
+    runs, grads = attention_runs_and_gradients(attention, torch.randint(0, 61, (3, 12)), num_heads=2)
     assert runs == {(0, "all"): 4, (1, "all"): 8, (1, "keep_attention"): 4}
     for a, b in zip(grads[0, "all"], grads[1, "keep_attention"]):
         assert torch.equal(a, b)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("attention", ["sdpa_cudnn", "flash_triton", "flash_cuda", "flash_hopper"])
+def test_keeping_attention_runs_each_gpu_attention_once(attention):
+    device = torch.device("cuda")
+    why = unavailable(attention, device, torch.bfloat16, 64)
+    if why:
+        pytest.skip(why)
+    runs, grads = attention_runs_and_gradients(attention, torch.randint(0, 61, (3, 12), device=device), num_heads=2,
+                                               d_model=128)  # head dim 64, which every kernel takes
+    assert runs == {(0, "all"): 4, (1, "all"): 8, (1, "keep_attention"): 4}
+    for a, b in zip(grads[0, "all"], grads[1, "keep_attention"]):
+        torch.testing.assert_close(a, b)  # the backward may add up in another order
 
 
 def test_keeping_attention_keeps_the_forward_of_every_attention_node_of_ours():
