@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from systems.attention import available, get_attention
 from systems.nvtx import annotate
-from systems.recompute import RECOMPUTE, run_blocks
+from systems.recompute import check_recompute, run_blocks
 
 
 @dataclass(frozen=True)
@@ -249,9 +249,10 @@ class TransformerLM(nn.Module):
     residuals. A tuple of decreasing sizes nests the groups (``(16, 4, 1)``: groups of 16 blocks, inside each
     recomputed group groups of 4, inside those single blocks); :mod:`systems.memory.checkpointing` says which.
     ``recompute="keep_attention"`` keeps attention's outputs through the recomputation (selective checkpointing:
-    the ops of :data:`systems.recompute.ATTENTION_OPS`, SDPA's back ends and, under ``torch.compile``, our Triton
-    attention's), so the
-    backward recomputes everything but the attention: more memory, less arithmetic."""
+    the ops of :data:`systems.recompute.ATTENTION_OPS`, SDPA's back ends, our C++ operators' forwards and, under
+    ``torch.compile``, our Triton attention's), so the backward recomputes everything but the attention: more
+    memory, less arithmetic. An attention the policy cannot see (:data:`systems.recompute.KEEPS_NOTHING`) is refused
+    with a ValueError when the checkpointed blocks run."""
 
     def __init__(self, cfg: ModelConfig, checkpoint_blocks: int | tuple[int, ...] = 0, recompute: str = "all"):
         super().__init__()
@@ -259,8 +260,7 @@ class TransformerLM(nn.Module):
         levels = tuple(k for k in levels if k != 0)
         if any(not isinstance(k, int) or k < 0 for k in levels) or list(levels) != sorted(levels, reverse=True):
             raise ValueError(f"checkpoint_blocks must be a block count >= 0 or decreasing counts, got {checkpoint_blocks!r}")
-        if recompute not in RECOMPUTE:
-            raise ValueError(f"recompute must be one of {RECOMPUTE}, got {recompute!r}")
+        check_recompute(recompute)
         self.cfg = cfg
         self.checkpoint_levels = levels
         self.recompute = recompute
@@ -285,6 +285,8 @@ class TransformerLM(nn.Module):
             check_tokens(targets, self.cfg)
         x = self.token_embeddings(tokens)  # (B, T, d)
         levels = self.checkpoint_levels if torch.is_grad_enabled() else ()
+        if levels:  # the attention is known now: set_attention may have changed it since the constructor
+            check_recompute(self.recompute, self.cfg.attention)
         hidden = self.ln_final(run_blocks(self.layers, x, levels, self.recompute))  # (B, T, d)
         if targets is None:
             return self.lm_head(hidden)

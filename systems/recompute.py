@@ -5,8 +5,9 @@ backward pass, nested where asked, and a selective policy that keeps attention's
 ``levels[0]`` blocks keeps only its input for the backward (``torch.utils.checkpoint``, non-reentrant), and inside
 a recomputed group the next level does the same. ``recompute="keep_attention"`` keeps the outputs of the ops in
 :data:`ATTENTION_OPS` (``torch.utils.checkpoint.create_selective_checkpoint_contexts``): the recomputation then
-runs every operation of the group but attention. :mod:`systems.memory.checkpointing` says what each choice keeps
-and costs on paper; :class:`systems.model.TransformerLM` takes the same arguments.
+runs every operation of the group but attention; :func:`check_recompute` refuses it for an attention none of whose
+operations the policy can tell apart (:data:`KEEPS_NOTHING`). :mod:`systems.memory.checkpointing` says what each
+choice keeps and costs on paper; :class:`systems.model.TransformerLM` takes the same arguments.
 """
 
 from __future__ import annotations
@@ -27,6 +28,24 @@ ATTENTION_OPS = frozenset({"aten::_scaled_dot_product_flash_attention", "aten::_
                            "aten::_scaled_dot_product_flash_attention_for_cpu", "systems::flash_fwd",
                            "systems_flash::triton_forward", "systems_flash::forward",
                            "systems_flash::hopper_attention_forward"})
+
+
+# the attentions whose forward runs as ordinary PyTorch operations (naive, flash_pytorch) or launches its kernels from
+# a Python autograd function (flash_triton_python): the policy cannot tell their attention from the rest of the block
+KEEPS_NOTHING = frozenset({"naive", "flash_pytorch", "flash_triton_python"})
+
+
+def check_recompute(recompute: str, attention: str | None = None) -> None:
+    """A ValueError naming the problem where ``recompute`` is not one of :data:`RECOMPUTE`, or, given the
+    ``attention`` the recomputed blocks run, asks to keep the output of one the policy cannot see (every block would
+    be recomputed whole, as under "all", without a word)."""
+    if recompute not in RECOMPUTE:
+        raise ValueError(f"recompute must be one of {RECOMPUTE}, got {recompute!r}")
+    if recompute == "keep_attention" and attention in KEEPS_NOTHING:
+        raise ValueError(f"recompute='keep_attention' cannot keep the output of attention {attention!r}: it runs no "
+                         f"operator the policy can tell from the rest of the block, so every block would be recomputed "
+                         f"whole; use recompute='all', or an attention that runs as one operator (sdpa, flash_triton, "
+                         f"flash_cpp, flash_cuda, flash_hopper)")
 
 
 def _keep_attention(ctx, op, *args, **kwargs) -> CheckpointPolicy:

@@ -22,6 +22,7 @@ import torch
 from systems.attention import unavailable
 from systems.model import parameter_count
 from systems.parallel import NAMES, SHARDED
+from systems.recompute import check_recompute
 from systems.scaling.parallel import memory_per_device
 from systems.triton_interpreter import triton_unavailable
 
@@ -70,6 +71,7 @@ def check_settings(cfg: Any) -> None:
         raise ValueError("checkpoint_every needs checkpoint_dir")
     if cfg.zero1 and cfg.wrapper in SHARDED:
         raise ValueError(f"--zero1 shards the optimizer state, which --wrapper {cfg.wrapper} shards already")
+    check_recompute(cfg.recompute, cfg.model.attention if cfg.checkpoint_blocks else None)
 
 
 def writable_folder(path: Path, what: str) -> None:

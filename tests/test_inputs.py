@@ -280,6 +280,13 @@ def test_the_triton_attention_without_a_gpu_or_the_interpreter_is_refused(tmp_pa
             "head dims 16..128")
 
 
+def test_keeping_an_attention_the_policy_cannot_see_is_refused(tmp_path):
+    log = tmp_path / "log.jsonl"
+    refused(cli(*BASE, "--max-steps", "1", "--log-file", str(log), "--attention", "naive", "--checkpoint-blocks", "1",
+                "--recompute", "keep_attention"), "cannot keep the output of attention 'naive'", "recompute='all'")
+    assert not log.exists()
+
+
 @pytest.mark.parametrize("args, words", [
     (["--device", "cuda:7"], "cuda"), (["--device", "tpu"], "not a device name"),
     (["--attention", "sdpa_cudnn"], "sdpa_cudnn"), (["--compile", "--compile-backend", "nosuch"], "'nosuch'"),

@@ -151,6 +151,18 @@ def test_keeping_attention_runs_each_gpu_attention_once(attention):
         torch.testing.assert_close(a, b)  # the backward may add up in another order
 
 
+@pytest.mark.parametrize("attention", ["naive", "flash_pytorch", "flash_triton_python"])
+def test_keeping_an_attention_the_policy_cannot_see_is_refused_when_the_blocks_run(attention):
+    model = tiny(num_heads=2, checkpoint_blocks=1, recompute="keep_attention")
+    model.set_attention(attention)  # the attention may change after the constructor: the forward checks
+    tokens = torch.randint(0, 61, (2, 12))
+    with pytest.raises(ValueError, match=f"cannot keep the output of attention '{attention}'.*recompute='all'"):
+        model(tokens)
+    with torch.no_grad():
+        model(tokens)  # nothing recomputed without gradients: nothing to refuse
+    tiny(num_heads=2, recompute="keep_attention")(tokens)  # nor without checkpointing
+
+
 def test_keeping_attention_keeps_the_forward_of_every_attention_node_of_ours():
     # each C++ autograd node names the forward op it calls (`Ops::forward`); a node whose forward the policy does
     # not know is recomputed under keep_attention, silently (flash_hopper was, when its node's forward was renamed)
