@@ -19,8 +19,8 @@ def block(folder):
 
 
 before, after = block(BEFORE), block(AFTER)
-print("| recompute | compiled | flash_hopper, d8156ec | flash_hopper, 8ad6b2b | cuDNN, d8156ec | cuDNN, 8ad6b2b |"
-      " flash_hopper / cuDNN, d8156ec | flash_hopper / cuDNN, 8ad6b2b |")
+print("| recompute | compiled | ours, d8156ec | ours, 8ad6b2b | cuDNN, d8156ec | cuDNN, 8ad6b2b |"
+      " ours / cuDNN, d8156ec | ours / cuDNN, 8ad6b2b |")
 print("|---|---|---:|---:|---:|---:|---:|---:|")
 for recompute in ("none", "all", "keep_attention"):
     for compiled in ("False", "True"):
