@@ -84,11 +84,12 @@ std::tuple<Tensor, Tensor, Tensor> hopper_backward(const Tensor& q, const Tensor
 // blocks the last wave, causally uneven, costs more than the one pass saves (1.05 to 1.32 at 2,048 and 4,096 keys);
 // below 2,048 keys it is the slower at every batch (1.0 to 1.2). Without the mask, where blocks are even, from 4,096.
 bool hopper_backward_is_faster(const Tensor& k, bool is_causal) {
-  constexpr int64_t KEY_BLOCKS = 1536, BLOCK_KEYS = 128;
+  constexpr int64_t KEY_BLOCKS = 1536;
   const int64_t keys = k.size(2);
   if (k.size(3) == 128) return true;
   if (!is_causal) return keys >= 4096;
-  return keys >= 8192 || (keys >= 2048 && k.size(0) * k.size(1) * keys >= KEY_BLOCKS * BLOCK_KEYS);
+  return keys >= 8192 ||
+         (keys >= 2048 && k.size(0) * k.size(1) * keys >= KEY_BLOCKS * systems_flash_hopper::BACKWARD_BLOCK_KEYS);
 }
 
 struct TritonBackward {
