@@ -32,7 +32,8 @@ std::tuple<Tensor, Tensor> forward_cuda(const Tensor& q_in, const Tensor& k_in, 
 // One pass (dQ added up in any order, as FlashAttention-2 does) unless deterministic algorithms are asked for.
 std::tuple<Tensor, Tensor, Tensor> backward_cuda(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                                                  const Tensor& dout, const Tensor& L, bool is_causal) {
-  return run_backward(cuda::backward, cuda::dq_accumulator_size, q, k, v, o, dout, L, is_causal, k);
+  return run_backward(cuda::backward, cuda::dq_accumulator_size, [](const Tensor&) {}, q, k, v, o, dout, L, is_causal,
+                      k);
 }
 
 }  // namespace

@@ -68,17 +68,18 @@ inline void check_launch(cudaError_t error) {
   TORCH_CHECK(error == cudaSuccess, "systems_flash (CUDA): kernel launch failed: ", cudaGetErrorString(error));
 }
 
-// The backward op's body for a kernel launcher with systems_flash_cuda::backward's signature: the inputs checked,
-// made readable, the gradients laid out as the Meta kernel promises (dQ as q, dK as dk_like, dV as v). One pass,
-// dQ added up in any order into a zeroed fp32 accumulator of accumulator_size(problem) floats, unless that is 0 (no
-// one-pass kernel for the problem) or deterministic algorithms are asked for: then two passes (the launcher gets
-// nullptr).
-template <typename Launch, typename AccumulatorSize>
-std::tuple<Tensor, Tensor, Tensor> run_backward(Launch launch, AccumulatorSize accumulator_size, const Tensor& q_in,
-                                                const Tensor& k_in, const Tensor& v_in, const Tensor& o_in,
-                                                const Tensor& dout_in, const Tensor& L_in, bool is_causal,
-                                                const Tensor& dk_like) {
+// The backward op's body for a kernel launcher with systems_flash_cuda::backward's signature: the inputs checked
+// (check_device(q) after the checks of every CUDA kernel, for a launcher built for some GPUs only), made readable,
+// the gradients laid out as the Meta kernel promises (dQ as q, dK as dk_like, dV as v). One pass, dQ added up in any
+// order into a zeroed fp32 accumulator of accumulator_size(problem) floats, unless that is 0 (no one-pass kernel for
+// the problem) or deterministic algorithms are asked for: then two passes (the launcher gets nullptr).
+template <typename Launch, typename AccumulatorSize, typename CheckDevice>
+std::tuple<Tensor, Tensor, Tensor> run_backward(Launch launch, AccumulatorSize accumulator_size,
+                                                CheckDevice check_device, const Tensor& q_in, const Tensor& k_in,
+                                                const Tensor& v_in, const Tensor& o_in, const Tensor& dout_in,
+                                                const Tensor& L_in, bool is_causal, const Tensor& dk_like) {
   check_cuda_inputs(q_in, k_in, v_in);
+  check_device(q_in);
   TORCH_CHECK(o_in.sizes() == q_in.sizes() && dout_in.sizes() == q_in.sizes(),
               "systems_flash (CUDA): o and dout must be shaped like q ", systems_flash::text(q_in.sizes()), ", got ",
               systems_flash::text(o_in.sizes()), " and ", systems_flash::text(dout_in.sizes()));

@@ -66,10 +66,8 @@ std::tuple<Tensor, Tensor> hopper_forward(const Tensor& q, const Tensor& k, cons
 std::tuple<Tensor, Tensor, Tensor> run_hopper_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                                        const Tensor& o, const Tensor& dout, const Tensor& L,
                                                        bool is_causal, const Tensor& dk_like) {
-  check_cuda_inputs(q, k, v);  // before check_hopper asks q's device
-  check_hopper(q);
-  return run_backward(systems_flash_hopper::backward, systems_flash_hopper::dq_accumulator_size, q, k, v, o, dout, L,
-                      is_causal, dk_like);
+  return run_backward(systems_flash_hopper::backward, systems_flash_hopper::dq_accumulator_size, check_hopper, q, k, v,
+                      o, dout, L, is_causal, dk_like);
 }
 
 std::tuple<Tensor, Tensor, Tensor> hopper_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
