@@ -153,6 +153,7 @@ blocks = measured(data_dir, "block", lb.block_step, [plain.attention, ours.atten
 comparison = words.block_comparison(blocks, ours.attention, plain.attention)
 report.table(comparison, ".4g")
 report.glue("lb_block_words", words.block_words(comparison, ours.attention, plain.attention))
+report.glue("lb_keeping_words", words.keeping_words(blocks, [plain.attention, ours.attention]))
 # our recipe recomputes its blocks the faster of the two checkpointed ways this table measured for them
 ours = replace(ours, recompute=words.faster_recompute(blocks, ours.attention, ours.compiled))
 report.glue("lb_ours_recipe", ours.label)
@@ -170,7 +171,7 @@ figures.bars(blocks[blocks.status == "ok"].assign(mode=lambda d: d.compiled.map(
 # are operators it can run again: under "all" it recomputes them, under `keep_attention` it keeps their output.
 # Our Triton attention is a `triton_op` whose body the compiler traces, and its partitioner does not run the Triton
 # kernel it finds there a second time, so compiled, "all" keeps that attention's output as well (the experiment log
-# counts the kernels each way launches).
+# counts the kernels each way launches). {glue:text}`lb_keeping_words`
 #
 # ## The step, as deep as one GPU holds
 #

@@ -157,6 +157,28 @@ def block_words(comparison: pd.DataFrame, ours: str = "flash_triton", plain: str
             f"{mfu(best_plain['plain MFU'])}).")
 
 
+def keeping_words(blocks: pd.DataFrame, attentions: list[str]) -> str:
+    """What keeping attention's output through the recomputation changes against recomputing the whole block, per
+    attention and mode (time, and memory at the peak), in words: the check that the policy kept each attention."""
+    said = []
+    for attention in attentions:
+        modes = []
+        for compiled in (True, False):
+            whole, kept = (row_where(blocks, attention=attention, recompute=r, compiled=compiled)
+                           for r in ("all", "keep_attention"))
+            if not (has(whole, "ms") and has(kept, "ms")):
+                continue
+            memory = (f" ({more_or_less(kept.extra_gib - whole.extra_gib, 'GiB')} at the peak)"
+                      if has(whole, "extra_gib") and has(kept, "extra_gib") else "")
+            modes.append(f"{'compiled' if compiled else 'eager'} "
+                         f"{more_or_less(kept.ms - whole.ms, more='slower', less='faster')}{memory}")
+        if modes:
+            said.append(f"with {attention}, {' and '.join(modes)}")
+    if not said:
+        return "No block ran both ways here."
+    return f"Keeping attention's output instead of recomputing it, a block runs {'; '.join(said)}."
+
+
 def faster_recompute(blocks: pd.DataFrame, attention: str, compiled: bool) -> str:
     """Of the two ways to recompute a block ("all", "keep_attention"), the one the block table found faster with
     ``attention`` (compiled or not); "all" where neither ran."""
