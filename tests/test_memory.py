@@ -138,7 +138,8 @@ def test_keeping_attention_through_the_recomputation_runs_it_once_with_the_same_
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-# flash_triton's C++ operator: test_flash_triton_host.py::test_gpu_keep_attention_keeps_the_cpp_operator_through_the_recomputation
+# flash_triton's C++ operator has its own such test, after its plans are made (test_flash_triton_host.py,
+# test_gpu_keep_attention_keeps_the_cpp_operator_through_the_recomputation)
 @pytest.mark.parametrize("attention", ["sdpa_cudnn", "flash_cuda", "flash_hopper"])
 def test_keeping_attention_runs_each_gpu_attention_once(attention):
     device = torch.device("cuda")
