@@ -6,7 +6,9 @@ backward pass, nested where asked, and a selective policy that keeps attention's
 a recomputed group the next level does the same. ``recompute="keep_attention"`` keeps the outputs of the ops in
 :data:`ATTENTION_OPS` (``torch.utils.checkpoint.create_selective_checkpoint_contexts``): the recomputation then
 runs every operation of the group but attention; :func:`check_recompute` refuses it for an attention none of whose
-operations the policy can tell apart (:data:`KEEPS_NOTHING`). :mod:`systems.memory.checkpointing` says what each
+operations the policy can tell apart (:data:`KEEPS_NOTHING`). Kept outputs cost memory in every group at once, so
+``kept_groups=n`` keeps them in the first n outer groups only and recomputes the others whole: a model too deep to
+keep attention everywhere keeps it where it fits. :mod:`systems.memory.checkpointing` says what each
 choice keeps and costs on paper; :class:`systems.model.TransformerLM` takes the same arguments.
 """
 
@@ -53,16 +55,39 @@ def _keep_attention(ctx, op, *args, **kwargs) -> CheckpointPolicy:
     return CheckpointPolicy.MUST_SAVE if name in ATTENTION_OPS else CheckpointPolicy.PREFER_RECOMPUTE
 
 
-def run_blocks(blocks: nn.ModuleList, x: torch.Tensor, levels: tuple[int, ...], recompute: str = "all"
-               ) -> torch.Tensor:
-    """The blocks in order; with ``levels``, each group of ``levels[0]`` blocks checkpointed, nesting the rest."""
+def check_kept_groups(kept_groups: int | None, recompute: str, groups: int) -> None:
+    """A ValueError naming the problem where ``kept_groups`` is not None and is not a count of the ``groups``
+    outer checkpointed groups that keep attention's output under ``recompute="keep_attention"``."""
+    if kept_groups is None:
+        return
+    if groups == 0:
+        raise ValueError(f"kept_groups={kept_groups!r} counts checkpointed groups, and no block is checkpointed "
+                         f"(checkpoint_blocks=0)")
+    if isinstance(kept_groups, bool) or not isinstance(kept_groups, int) or not 0 <= kept_groups <= groups:
+        raise ValueError(f"kept_groups must be a count of checkpointed groups in [0, {groups}], got {kept_groups!r}")
+    if recompute != "keep_attention":
+        raise ValueError(f"kept_groups={kept_groups} says how many groups keep attention's output, which only "
+                         f"recompute='keep_attention' keeps; got recompute={recompute!r}")
+
+
+def run_blocks(blocks: nn.ModuleList, x: torch.Tensor, levels: tuple[int, ...], recompute: str = "all",
+               kept_groups: int | None = None) -> torch.Tensor:
+    """The blocks in order; with ``levels``, each group of ``levels[0]`` blocks checkpointed, nesting the rest;
+    with ``recompute="keep_attention"``, the first ``kept_groups`` groups (all where None) keep attention's
+    output, the others are recomputed whole."""
     if not levels:
         for block in blocks:
             x = block(x)
         return x
     k, inner = levels[0], levels[1:]
-    options = {} if recompute == "all" else {
-        "context_fn": functools.partial(create_selective_checkpoint_contexts, _keep_attention)}
-    for start in range(0, len(blocks), k):
-        x = checkpoint(run_blocks, blocks[start:start + k], x, inner, recompute, use_reentrant=False, **options)
+    keep = {"context_fn": functools.partial(create_selective_checkpoint_contexts, _keep_attention)}
+    for group, start in enumerate(range(0, len(blocks), k)):
+        kept = recompute == "keep_attention" and (kept_groups is None or group < kept_groups)
+        x = checkpoint(run_blocks, blocks[start:start + k], x, inner, "keep_attention" if kept else "all",
+                       use_reentrant=False, **(keep if kept else {}))
     return x
+
+
+def checkpointed_groups(num_blocks: int, levels: tuple[int, ...]) -> int:
+    """How many outer groups ``run_blocks`` checkpoints ``num_blocks`` blocks in (0 without ``levels``)."""
+    return -(-num_blocks // levels[0]) if levels else 0

@@ -83,6 +83,9 @@ class TrainConfig:
     checkpoint_blocks: int = option("recompute activations in groups of this many blocks (0: off)", default=0)
     recompute: str = option("what the recomputation recomputes: every operation ('all'), or all but attention "
                             "('keep_attention', whose outputs are kept)", default="all", choices=RECOMPUTE)
+    kept_groups: int | None = option("with keep_attention, keep attention's outputs in this many checkpointed "
+                                     "groups (the first) and recompute the others whole (None: in every group)",
+                                     default=None)
     # optimisation
     global_batch_size: int = option("sequences per optimizer step, over all ranks and micro-batches", default=8)
     grad_accum: int = option("micro-batches per step on each rank", default=1)
@@ -175,7 +178,8 @@ class _Run:
         self.n_params = parameter_count(cfg.model)
         torch.manual_seed(cfg.seed)  # the same initial weights on every rank (the wrappers broadcast them anyway)
         with torch.device(self.device):
-            self.model = TransformerLM(cfg.model, checkpoint_blocks=cfg.checkpoint_blocks, recompute=cfg.recompute)
+            self.model = TransformerLM(cfg.model, checkpoint_blocks=cfg.checkpoint_blocks, recompute=cfg.recompute,
+                                       kept_groups=cfg.kept_groups)
         if ckpt:
             train_state.check_resumable(ckpt, cfg.resume, asdict(cfg), self.model, self.data.identity)
         bf16 = torch.bfloat16 if cfg.bf16 else None

@@ -288,6 +288,16 @@ def test_keeping_an_attention_the_policy_cannot_see_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("args, words", [
+    (["--kept-groups", "99"], "in [0, "), (["--kept-groups", "1", "--recompute", "all"], "recompute='keep_attention'"),
+])
+def test_kept_groups_that_name_no_checkpointed_groups_are_refused(tmp_path, args, words):
+    log = tmp_path / "log.jsonl"
+    refused(cli(*BASE, "--max-steps", "1", "--log-file", str(log), "--attention", "sdpa", "--checkpoint-blocks", "1",
+                "--recompute", "keep_attention", *args), words)
+    assert not log.exists()
+
+
+@pytest.mark.parametrize("args, words", [
     (["--device", "cuda:7"], "cuda"), (["--device", "tpu"], "not a device name"),
     (["--attention", "sdpa_cudnn"], "sdpa_cudnn"), (["--compile", "--compile-backend", "nosuch"], "'nosuch'"),
     (["--memory-snapshot", "/no/such/folder/s.pickle"], "memory snapshot"),

@@ -248,3 +248,15 @@ def test_the_ablation_swaps_one_technique_at_a_time_and_reads_any_memory_column(
     table = words.ablation_table(steps, ours.label, "peak")
     assert table["× all on"].tolist() == pytest.approx([(100.0 + i) / 100.0 for i in range(len(recipes))])
     assert table["GiB − all on"].tolist() == pytest.approx([g - gib[0] for g in gib])
+
+
+def test_a_recipe_keeping_attention_in_some_blocks_builds_that_model_and_its_swaps_build_theirs():
+    ours = parts.Recipe(attention="sdpa", recompute="keep_attention", kept_groups=1)
+    assert "recompute keep_attention in 1 blocks" in ours.label
+    assert "in 1 blocks" not in parts.Recipe(attention="sdpa", recompute="keep_attention").label
+    for recipe in parts.ablation_recipes(ours, parts.PLAIN):  # the swaps to "all" and "none" keep nothing
+        with torch.device("meta"):
+            model = recipe.model(TINY)
+        assert model.kept_groups == (1 if recipe.recompute == "keep_attention" else None)
+    step = parts.model_step([2], [replace(ours, compiled=False)], cfg=TINY, dtype=torch.float32, rep=1, warmup=1)
+    assert step.status.tolist() == ["ok"] and step.kept_groups.tolist() == [1]

@@ -136,6 +136,35 @@ def test_keeping_attention_through_the_recomputation_runs_it_once_with_the_same_
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("kept_groups", [0, 1, 3, 4])
+def test_keeping_attention_in_the_first_groups_only_recomputes_it_in_the_others(kept_groups):
+    tokens = torch.randint(0, 61, (3, 12))
+    plain = tiny(num_heads=2)
+    plain.set_attention("sdpa")
+    want = gradients(plain, tokens)
+    model = tiny(num_heads=2, checkpoint_blocks=1, recompute="keep_attention", kept_groups=kept_groups)
+    model.set_attention("sdpa")
+    with OpCounts() as ops:
+        got = gradients(model, tokens)
+    runs = sum(n for op, n in ops.counts.items() if op in ATTENTION_OPS)
+    assert runs == 4 + (4 - kept_groups)  # every block's forward, and again in each group recomputed whole
+    for a, b in zip(want, got):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(checkpoint_blocks=1, recompute="keep_attention", kept_groups=5), r"in \[0, 4\], got 5"),
+    (dict(checkpoint_blocks=2, recompute="keep_attention", kept_groups=3), r"in \[0, 2\], got 3"),
+    (dict(checkpoint_blocks=1, recompute="keep_attention", kept_groups=-1), r"got -1"),
+    (dict(checkpoint_blocks=1, recompute="keep_attention", kept_groups=True), r"got True"),
+    (dict(checkpoint_blocks=1, recompute="all", kept_groups=2), r"only recompute='keep_attention' keeps"),
+    (dict(recompute="keep_attention", kept_groups=2), r"no block is checkpointed"),
+])
+def test_kept_groups_that_name_no_checkpointed_groups_are_refused(kw, words):
+    with pytest.raises(ValueError, match=words):
+        tiny(**kw)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 # flash_triton's C++ operator has its own such test, after its plans are made (test_flash_triton_host.py,

@@ -43,7 +43,7 @@ from systems.cli import integer
 from systems.device import OOM, free_memory, is_oom, local_device, synchronize
 from systems.flops import mfu, step_flops
 from systems.model import LEADERBOARD_2026, ModelConfig, TransformerBlock, TransformerLM, token_loss
-from systems.recompute import run_blocks
+from systems.recompute import check_kept_groups, run_blocks
 
 GIB = 2**30
 HEAD_VARIANTS = ("eager", "compiled", "fused")
@@ -269,18 +269,21 @@ class Recipe:
     fused_adamw: bool = True
     recompute: str = "all"  # of every block: "none", "all" or "keep_attention"
     compiled: bool = True
+    kept_groups: int | None = None  # with keep_attention, the first blocks that keep attention's output (None: all)
 
     def model(self, cfg: ModelConfig) -> TransformerLM:
         """The model of ``cfg`` as this recipe runs it (its attention and loss, each block recomputed or not), built
         on the default device (the meta device, to give it memory later)."""
         kept = self.recompute == "none"
         return TransformerLM(replace(cfg, attention=self.attention, fused_loss=self.fused_loss),
-                             checkpoint_blocks=0 if kept else 1, recompute="all" if kept else self.recompute)
+                             checkpoint_blocks=0 if kept else 1, recompute="all" if kept else self.recompute,
+                             kept_groups=self.kept_groups)
 
     @property
     def label(self) -> str:
+        kept = "" if self.kept_groups is None else f" in {self.kept_groups} blocks"
         return (f"{self.attention}, loss {'fused' if self.fused_loss else 'unfused'}, "
-                f"AdamW {'ours' if self.fused_adamw else 'torch fused'}, recompute {self.recompute}, "
+                f"AdamW {'ours' if self.fused_adamw else 'torch fused'}, recompute {self.recompute}{kept}, "
                 f"{'compiled' if self.compiled else 'eager'}")
 
 
@@ -292,8 +295,8 @@ def ablation_recipes(ours: Recipe, plain: Recipe) -> list[Recipe]:
     the other way to recompute, no recomputation, compiled or not), then ``plain``."""
     other = "all" if ours.recompute == "keep_attention" else "keep_attention"
     return [ours, replace(ours, attention=plain.attention), replace(ours, fused_loss=False),
-            replace(ours, fused_adamw=False), replace(ours, recompute=other), replace(ours, recompute="none"),
-            replace(ours, compiled=not ours.compiled), plain]
+            replace(ours, fused_adamw=False), replace(ours, recompute=other, kept_groups=None),
+            replace(ours, recompute="none", kept_groups=None), replace(ours, compiled=not ours.compiled), plain]
 
 
 def our_attention(cfg: ModelConfig, device: torch.device, dtype: torch.dtype = torch.bfloat16) -> str:
@@ -361,8 +364,16 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     p.add_argument("--params", type=integer(1), default=10**9)
     p.add_argument("--layers", type=integer(1), nargs="+", default=[2])
     p.add_argument("--attention", nargs="+", default=["sdpa_cudnn", "flash_triton"], choices=available())
+    p.add_argument("--recompute", choices=RECOMPUTE, default="all", help="model: how our recipes "
+                   "recompute each block (plain PyTorch's recomputes each whole)")
+    p.add_argument("--kept-groups", type=integer(0), default=None,
+                   help="model, with --recompute keep_attention: the first blocks that keep attention's output")
     p.add_argument("--rep", type=integer(1), default=1000, help="do_bench's time of repetitions, ms")
     a = p.parse_args(argv)
+    try:
+        check_kept_groups(a.kept_groups, a.recompute, min(a.layers))
+    except ValueError as exc:
+        p.error(f"--kept-groups: {exc}")
     warmup = max(1, a.rep // 5)
     if a.part == "head":
         df = head_and_loss(a.tokens, rep=a.rep, warmup=warmup)
@@ -373,7 +384,8 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     elif a.part == "block":
         df = block_step(a.attention, rep=a.rep, warmup=warmup)
     else:
-        recipes = [replace(Recipe(), attention=att) for att in a.attention] + [PLAIN]
+        recipes = [Recipe(attention=att, recompute=a.recompute, kept_groups=a.kept_groups) for att in a.attention]
+        recipes.append(PLAIN)
         df = model_step(a.layers, recipes, rep=a.rep, warmup=warmup)
     print(df.to_string(index=False))
     return df
