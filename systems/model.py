@@ -263,7 +263,7 @@ class TransformerLM(nn.Module):
         if any(not isinstance(k, int) or k < 0 for k in levels) or list(levels) != sorted(levels, reverse=True):
             raise ValueError(f"checkpoint_blocks must be a block count >= 0 or decreasing counts, got {checkpoint_blocks!r}")
         check_recompute(recompute)
-        check_kept_groups(kept_groups, recompute, checkpointed_groups(cfg.num_layers, levels))
+        check_kept_groups(kept_groups, recompute, checkpointed_groups(cfg.num_layers, levels[0] if levels else 0))
         self.cfg = cfg
         self.checkpoint_levels = levels
         self.recompute = recompute

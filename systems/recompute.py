@@ -88,6 +88,7 @@ def run_blocks(blocks: nn.ModuleList, x: torch.Tensor, levels: tuple[int, ...], 
     return x
 
 
-def checkpointed_groups(num_blocks: int, levels: tuple[int, ...]) -> int:
-    """How many outer groups ``run_blocks`` checkpoints ``num_blocks`` blocks in (0 without ``levels``)."""
-    return -(-num_blocks // levels[0]) if levels else 0
+def checkpointed_groups(num_blocks: int, group_blocks: int) -> int:
+    """How many outer groups of ``group_blocks`` blocks ``run_blocks`` checkpoints ``num_blocks`` blocks in (0 where
+    ``group_blocks`` is 0: nothing checkpointed)."""
+    return -(-num_blocks // group_blocks) if group_blocks else 0

@@ -72,8 +72,7 @@ def check_settings(cfg: Any) -> None:
     if cfg.zero1 and cfg.wrapper in SHARDED:
         raise ValueError(f"--zero1 shards the optimizer state, which --wrapper {cfg.wrapper} shards already")
     check_recompute(cfg.recompute, cfg.model.attention if cfg.checkpoint_blocks else None)
-    levels = (cfg.checkpoint_blocks,) if cfg.checkpoint_blocks > 0 else ()
-    check_kept_groups(cfg.kept_groups, cfg.recompute, checkpointed_groups(cfg.model.num_layers, levels))
+    check_kept_groups(cfg.kept_groups, cfg.recompute, checkpointed_groups(cfg.model.num_layers, cfg.checkpoint_blocks))
 
 
 def writable_folder(path: Path, what: str) -> None:
@@ -128,7 +127,7 @@ def memory_needed(cfg: Any, world: int) -> tuple[float, float]:
     rotary = model.context_length * model.head_dim * 4
     state = memory_per_device(parameter_count(model), strategy, world)["total"] + rotary
     tokens = cfg.global_batch_size // (world * cfg.grad_accum) * model.context_length
-    kept_inputs = -(-model.num_layers // cfg.checkpoint_blocks) if cfg.checkpoint_blocks else model.num_layers
+    kept_inputs = checkpointed_groups(model.num_layers, cfg.checkpoint_blocks) or model.num_layers
     logits = 0 if model.fused_loss else model.vocab_size
     return state, tokens * 4 * (logits + kept_inputs * model.d_model)
 
