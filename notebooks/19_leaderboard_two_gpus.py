@@ -50,15 +50,19 @@ from systems.resumable import measured
 from systems.scaling.plans import two_device_link
 
 profile = provenance.resolve_profile(profile)
-if profile == "full":  # the handout's harness, shortened from 30 s and 10 s of steps to 10 s and 3 s
-    cfg, rep, timeout_s = LEADERBOARD_2026, dict(rep=10_000, warmup=3_000), 3600
+if profile == "full":  # the handout's harness (30 s of steps after 10 s) for the first run, then 10 s after 3 s
+    cfg, timeout_s = LEADERBOARD_2026, 3600
+    cold_rep, rep = dict(rep=30_000, warmup=10_000), dict(rep=10_000, warmup=3_000)
 else:
-    cfg, rep, timeout_s = whole.TOY, dict(rep=1, warmup=0), 900
+    cfg, timeout_s = whole.TOY, 900
+    cold_rep = rep = dict(rep=1, warmup=0)
 one_gpu = f"{data_dir}/../18_leaderboard_one_gpu" if data_dir else None  # the previous chapter's data, this profile
 # ours as the previous chapter chose it: our fastest attention here, recomputed as its block table found faster
 ours = whole.on_this_machine(Recipe(attention=our_attention(cfg, local_device())))
 ours, plain = words.recomputed_as_chosen(one_gpu, ours), whole.on_this_machine(PLAIN)
-report.glue_all("lb2", {"ours": ours.label, "plain": plain.label, "layers": cfg.num_layers, "rep_s": rep["rep"] / 1e3, "warmup_s": rep["warmup"] / 1e3,
+report.glue_all("lb2", {"ours": ours.label, "plain": plain.label, "layers": cfg.num_layers,
+                        "rep_s": rep["rep"] / 1e3, "warmup_s": rep["warmup"] / 1e3,
+                        "cold_rep_s": cold_rep["rep"] / 1e3, "cold_warmup_s": cold_rep["warmup"] / 1e3,
                         "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU (gloo smoke run)"})
 
 # %% [markdown]
@@ -99,6 +103,24 @@ report.glue("lb2_step_words", words.step_words(steps, ours.label, plain.label))
 
 # %% [markdown]
 # {glue:text}`lb2_step_words`
+
+# %% [markdown]
+# ## From empty caches
+#
+# The handout's rule for a whole run: started from an empty PyTorch and Triton cache, it must finish within ten
+# minutes. So one more run starts our recipe under FSDP2 in two processes whose caches of compiled code are new
+# and empty (TorchInductor's graphs, Triton's kernels and tunings, and our C++ extensions, built from source), and
+# times it with the handout's harness in full, {glue:text}`lb2_cold_rep_s` s of steps after
+# {glue:text}`lb2_cold_warmup_s` s of warm-up, from starting the processes to their end.
+
+# %% tags=["remove-cell", "nbval-ignore-output"]
+cold = measured(data_dir, "cold_start", whole.launched, 2, cfg, ours, "fsdp2", 2, **cold_rep, timeout_s=timeout_s,
+                empty_caches=True)
+report.glue("lb2_cold_words", words.cold_start_words(cold))
+
+# %% [markdown]
+# {glue:text}`lb2_cold_words` The other runs of this chapter use the machine's own caches, which the runs before them
+# filled.
 #
 # ## What each technique is worth
 #

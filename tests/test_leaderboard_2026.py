@@ -52,12 +52,15 @@ def test_a_point_that_does_not_fit_is_a_row_that_says_so():
 @pytest.mark.distributed
 @pytest.mark.parametrize("sharding", whole.SHARDINGS)
 def test_the_whole_step_runs_sharded_on_two_processes_and_agrees_with_the_plain_recipe(sharding):
+    caches_before = {name: os.environ.get(name) for name in whole.CACHE_VARIABLES}
     rows = [whole.launched(2, whole.TOY, whole.on_this_machine(recipe), sharding, batch=2, rep=1, warmup=1,
-                           trace=True, timeout_s=600)
+                           trace=True, timeout_s=600, empty_caches=recipe is parts.PLAIN)
             for recipe in (parts.Recipe(), parts.PLAIN)]
     ours, plain = rows
+    assert {name: os.environ.get(name) for name in whole.CACHE_VARIABLES} == caches_before  # the parent's are kept
+    assert [row["empty_caches"] for row in rows] == [False, True]
     for row in rows:
-        assert row["status"] == "ok" and row["ms"] > 0 and row["gpus"] == 2
+        assert row["status"] == "ok" and row["ms"] > 0 and row["gpus"] == 2 and row["wall_s"] > row["ms"] / 1e3
         assert len(row["peak_gib_per_rank"]) == 2 and row["trace"]
         assert abs(row["first_loss"] - math.log(whole.TOY.vocab_size)) < 1.0  # near chance for a fresh model
     # the same weights, two ways to compute the step: Triton attention, fused loss and AdamW against SDPA,
@@ -260,3 +263,12 @@ def test_a_recipe_keeping_attention_in_some_blocks_builds_that_model_and_its_swa
         assert model.kept_groups == (1 if recipe.recompute == "keep_attention" else None)
     step = parts.model_step([2], [replace(ours, compiled=False)], cfg=TINY, dtype=torch.float32, rep=1, warmup=1)
     assert step.status.tolist() == ["ok"] and step.kept_groups.tolist() == [1]
+
+
+def test_the_cold_start_words_hold_the_run_to_the_handouts_ten_minutes():
+    from systems.chapters import leaderboard_two_gpus as words
+
+    assert words.cold_start_words({"status": "ok", "wall_s": 412.4, "ms": 5321.7}) == (
+        "It took 412 s from start to end, within the handout's 10 minutes, and timed the step at 5321.7 ms.")
+    assert "over the handout's 10 minutes" in words.cold_start_words({"status": "ok", "wall_s": 600.2, "ms": 1.0})
+    assert words.cold_start_words({"status": "OOM"}) == "The run from empty caches did not finish here (OOM)."
