@@ -304,6 +304,32 @@ def test_gpu_compiled_in_the_models_layout(d, monkeypatch):
 
 @pytest.mark.gpu
 @HOPPER
+def test_gpu_compiled_with_a_graph_break_after_it_in_a_fresh_process(monkeypatch):
+    # a graph break makes dynamo trace the frame again; the second trace must take the path the first took, although
+    # the first one's check built the kernel and set the flag (a compiled block under FSDP2 did, in a process that
+    # had not called the kernel before)
+    def attend_then_break(q, k, v):
+        o = flash_attention_hopper(q, k, v, is_causal=True)
+        torch._dynamo.graph_break()
+        return o * 2
+
+    q, k, v = (torch.randn(1, 2, 300, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    built = hopper._build  # cached once built: the flag is set again as the first build sets it
+
+    def build_and_set_the_flag():
+        why = built()
+        hopper._READY = why is None
+        return why
+
+    torch._dynamo.reset()
+    monkeypatch.setattr(hopper, "_READY", False)
+    monkeypatch.setattr(hopper, "_build", build_and_set_the_flag)
+    got = torch.compile(attend_then_break)(q, k, v)
+    torch.testing.assert_close(got, attend_then_break(q, k, v), rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+@HOPPER
 def test_gpu_model_matches_naive_attention_under_autocast():
     check_model_matches_naive_under_autocast("flash_hopper", context_length=160, num_heads=4, tol=TOL[torch.bfloat16])
 

@@ -90,7 +90,10 @@ def flash_attention_hopper(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is
         from systems.attention.flash_triton import flash_attention_triton
 
         return flash_attention_triton(q, k, v, is_causal)
-    why = unavailable(q.device) if not _READY or q.device.type != "cuda" else None
+    # traced, the check is always asked (a constant of the graph): reading _READY, which the first trace's check
+    # sets, would send a restarted trace down another path; eager, a built kernel skips it
+    why = (unavailable(q.device) if torch.compiler.is_compiling() or not _READY or q.device.type != "cuda"
+           else None)
     if why:
         raise RuntimeError(f"flash_hopper {why}")
     return torch.ops.systems_flash.hopper_attention(as_4d(q), as_4d(k), as_4d(v), is_causal).view(q.shape)
