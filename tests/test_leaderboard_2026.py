@@ -255,8 +255,12 @@ def test_the_ablation_swaps_one_technique_at_a_time_and_reads_any_memory_column(
 
 def test_a_recipe_keeping_attention_in_some_blocks_builds_that_model_and_its_swaps_build_theirs():
     ours = parts.Recipe(attention="sdpa", recompute="keep_attention", kept_groups=1)
-    assert "recompute keep_attention in 1 blocks" in ours.label
-    assert "in 1 blocks" not in parts.Recipe(attention="sdpa", recompute="keep_attention").label
+    assert "recompute keep_attention in 1 block," in ours.label
+    assert "recompute keep_attention in 2 blocks," in replace(ours, kept_groups=2).label
+    assert " in " not in parts.Recipe(attention="sdpa", recompute="keep_attention").label
+    for recompute in ("none", "all"):  # a count of kept blocks where nothing is kept names the recomputation
+        with pytest.raises(ValueError, match=f"only recompute='keep_attention' keeps; got recompute='{recompute}'"):
+            replace(ours, recompute=recompute).model(TINY)
     for recipe in parts.ablation_recipes(ours, parts.PLAIN):  # the swaps to "all" and "none" keep nothing
         with torch.device("meta"):
             model = recipe.model(TINY)

@@ -274,6 +274,7 @@ class Recipe:
     def model(self, cfg: ModelConfig) -> TransformerLM:
         """The model of ``cfg`` as this recipe runs it (its attention and loss, each block recomputed or not), built
         on the default device (the meta device, to give it memory later)."""
+        check_kept_groups(self.kept_groups, self.recompute, cfg.num_layers)  # before "none" is built as no checkpoint
         kept = self.recompute == "none"
         return TransformerLM(replace(cfg, attention=self.attention, fused_loss=self.fused_loss),
                              checkpoint_blocks=0 if kept else 1, recompute="all" if kept else self.recompute,
@@ -281,7 +282,8 @@ class Recipe:
 
     @property
     def label(self) -> str:
-        kept = "" if self.kept_groups is None else f" in {self.kept_groups} blocks"
+        n = self.kept_groups
+        kept = "" if n is None else f" in {n} block{'' if n == 1 else 's'}"
         return (f"{self.attention}, loss {'fused' if self.fused_loss else 'unfused'}, "
                 f"AdamW {'ours' if self.fused_adamw else 'torch fused'}, recompute {self.recompute}{kept}, "
                 f"{'compiled' if self.compiled else 'eager'}")
