@@ -87,6 +87,29 @@ def test_compiled_before_any_eager_call_it_is_one_graph(monkeypatch):
     check_against_reference(compiled, q, k, v, True, TOL[torch.float32], logsumexp=logsumexp)
 
 
+def test_compiled_with_a_graph_break_after_it_before_any_eager_call(monkeypatch):
+    # a graph break makes dynamo trace the frame again: the second trace must take the first one's path, although
+    # the first trace's check built the operator and set the flag (seen with flash_hopper in a compiled block)
+    def attend_then_break(q, k, v):
+        o = flash_attention_cpp(q, k, v, is_causal=True)
+        torch._dynamo.graph_break()
+        return o * 2
+
+    built = flash_cpp._build  # cached once built: the flag is set again as the first build sets it
+
+    def build_and_set_the_flag():
+        why = built()
+        flash_cpp._LOADED = why is None
+        return why
+
+    monkeypatch.setattr(flash_cpp, "_LOADED", False)
+    monkeypatch.setattr(flash_cpp, "_build", build_and_set_the_flag)
+    torch._dynamo.reset()
+    q, k, v = make_qkv((2, 3), 40, 33, 16)
+    got = torch.compile(attend_then_break, backend="aot_eager")(q, k, v)
+    torch.testing.assert_close(got, 2 * flash_attention_cpp(q, k, v, is_causal=True), rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("case", range(len(bad_inputs())))
 def test_bad_input_raises(case):
     check_bad_input_refused(flash_attention_cpp, case)

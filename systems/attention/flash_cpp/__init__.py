@@ -33,6 +33,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -160,11 +161,22 @@ def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: boo
     return torch.ops.systems_flash.attention(as_4d(q), as_4d(k), as_4d(v), is_causal).view(q.shape)
 
 
+def why_it_cannot_run(check: Callable[[torch.device], str | None], built: bool, device: torch.device, kind: str
+                      ) -> str | None:
+    """``check(device)``: why a kernel cannot run on ``device``, or None. Eager, a kernel already ``built`` skips the
+    check on a device of its ``kind``; traced, the check is always asked (a constant of the graph): reading the flag,
+    which the first trace's check sets when it builds, would send a trace that a graph break restarts down another
+    path than the first one took."""
+    if not torch.compiler.is_compiling() and built and device.type == kind:  # traced: the same path every time
+        return None
+    return check(device)
+
+
 def flash_attention_cpp(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False) -> torch.Tensor:
     """q (B, [H,] Nq, d), k, v (B, [H,] Nk, d) on the CPU -> (B, [H,] Nq, d); causal masking is top-left aligned."""
     check_attention_inputs(q, k, v)
     check_is_causal(is_causal)
-    why = unavailable(q.device) if not _LOADED or q.device.type != "cpu" else None
+    why = why_it_cannot_run(unavailable, _LOADED, q.device, "cpu")
     if why:
         raise RuntimeError(f"flash_cpp {why}")
     return _attention(q, k, v, is_causal)
@@ -175,7 +187,7 @@ def flash_attention_cuda(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_c
     is top-left aligned. The output is laid out as q is (``torch.empty_like``)."""
     check_attention_inputs(q, k, v)
     check_is_causal(is_causal)
-    why = cuda_unavailable(q.device) if not _CUDA_LOADED or q.device.type != "cuda" else None
+    why = why_it_cannot_run(cuda_unavailable, _CUDA_LOADED, q.device, "cuda")
     if why:
         raise RuntimeError(f"flash_cuda {why}")
     why = cuda_unsupported(q.dtype, q.shape[-1])

@@ -26,7 +26,8 @@ import functools
 import torch
 
 from systems.attention._checks import as_4d, check_attention_inputs, check_is_causal
-from systems.attention.flash_cpp import HERE, build_extension, cuda_machine_unavailable, cuda_unsupported
+from systems.attention.flash_cpp import (HERE, build_extension, cuda_machine_unavailable, cuda_unsupported,
+                                         why_it_cannot_run)
 
 SOURCES = (HERE / "flash_hopper_ops.cpp", HERE / "flash_hopper_forward.cu", HERE / "flash_hopper_backward.cu")
 # wgmma and setmaxnreg need the architecture-specific target; naming it keeps PyTorch from adding its own
@@ -90,10 +91,7 @@ def flash_attention_hopper(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is
         from systems.attention.flash_triton import flash_attention_triton
 
         return flash_attention_triton(q, k, v, is_causal)
-    # traced, the check is always asked (a constant of the graph): reading _READY, which the first trace's check
-    # sets, would send a restarted trace down another path; eager, a built kernel skips it
-    why = (unavailable(q.device) if torch.compiler.is_compiling() or not _READY or q.device.type != "cuda"
-           else None)
+    why = why_it_cannot_run(unavailable, _READY, q.device, "cuda")
     if why:
         raise RuntimeError(f"flash_hopper {why}")
     return torch.ops.systems_flash.hopper_attention(as_4d(q), as_4d(k), as_4d(v), is_causal).view(q.shape)
