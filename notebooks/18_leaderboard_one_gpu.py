@@ -181,10 +181,16 @@ figures.bars(blocks[blocks.status == "ok"].assign(mode=lambda d: d.compiled.map(
 # Two recipes: ours ({glue:text}`lb_ours_recipe`: our attention, the fused loss, our AdamW, each block recomputed the
 # faster way the table above found) and plain PyTorch's (SDPA's cuDNN attention, the unfused loss compiled with the
 # model, PyTorch's fused AdamW, each block recomputed whole). A depth that did not fit says OOM.
+#
+# Keeping attention's output costs memory in every block that keeps it (`kept_blocks` counts them), so at some
+# depth our recipe stops fitting where recomputing everything still fits. There it tries again keeping attention's
+# output in the first blocks only (`kept_groups`), as many as a straight line through the memory it reserved at the
+# shallower depths says fit with a GiB to spare, each block that recomputes its attention instead counted as
+# freeing its output and log-sum-exp; if that does not fit either, one block in eight fewer. Every try is a row.
 
 # %% tags=["nbval-ignore-output"]
 steps = measured(data_dir, "model_step", lb.model_step, depths, [ours, plain], cfg=cfg, dtype=dtype, **rep)
-report.table(steps[["layers", "recipe", "status", "ms", "mfu", "extra_gib"]], ".4g")
+report.table(steps[["layers", "recipe", "kept_blocks", "status", "ms", "mfu", "extra_gib", "reserved_gib"]], ".4g")
 report.glue("lb_deep_words", words.deepest(steps, ours.label, plain.label))
 
 # %% tags=["remove-input", "nbval-ignore-output"]

@@ -108,6 +108,15 @@ def free_memory() -> None:
         torch.cuda.reset_peak_memory_stats()
 
 
+def allocatable_bytes() -> int:
+    """What this process's allocator could hold on the current GPU: the device's free memory and what the allocator
+    holds already (0 without a GPU)."""
+    if not torch.cuda.is_available():
+        return 0
+    free, _ = torch.cuda.mem_get_info()
+    return free + torch.cuda.memory_reserved()
+
+
 def run_or_oom(fn: Callable[[], Any]) -> Any:
     """``fn()``, or :data:`OOM` if it ran out of memory (any other error propagates)."""
     try:

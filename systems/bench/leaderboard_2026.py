@@ -4,8 +4,9 @@ The model is :data:`systems.model.LEADERBOARD_2026` (8.1 B parameters, context 3
 function here takes smaller sizes for smoke runs. Each returns one row per variant: its time, what it achieves
 (TFLOP/s, model FLOPs utilisation against the GPU's dense bf16 peak, or bandwidth), and the memory it takes above
 what existed before the call (``extra_gib``: the peak during one call less what was allocated before it; the
-gradients a call returns count, since it makes them). A variant that does not fit has the status "OOM", one a back
-end refuses "unsupported", and no numbers.
+gradients a call returns count, since it makes them) and in all (``reserved_gib``: the most the allocator held,
+compilation and warm-up included, which is what runs out). A variant that does not fit has the status "OOM", one a
+back end refuses "unsupported", and no numbers.
 
 * :func:`head_and_loss`: the LM head and the loss over ``tokens`` tokens: eager (bf16 logits, the loss in fp32, as
   the model computes it), the same under ``torch.compile``, and the fused kernel (:mod:`systems.fused`);
@@ -14,7 +15,8 @@ end refuses "unsupported", and no numbers.
   fused AdamW, and ours;
 * :func:`block_step`: one Transformer block, forward and backward, per attention, recomputation and compilation;
 * :func:`model_step`: the model with a number of its blocks, timed as the handout times the whole step (zero the
-  gradients, forward and loss, backward, optimizer step), each technique of the step switchable.
+  gradients, forward and loss, backward, optimizer step), each technique of the step switchable; where keeping
+  attention's output in every block does not fit, it keeps it in as many as fit (:func:`kept_groups_that_fit`).
 
 Times are ``triton.testing.do_bench`` means, as the handout's harness takes them (:func:`~systems.bench.timing.handout_ms`).
 FLOPs are :func:`systems.flops.step_flops`'s: causal attention's visible half, its backward 2.5× its forward.
@@ -31,6 +33,7 @@ from dataclasses import dataclass, replace
 from itertools import product
 from typing import Any, Callable, Iterable
 
+import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
@@ -40,8 +43,9 @@ from systems.attention.peers import refused
 from systems.bench.flash_sweep import UNSUPPORTED
 from systems.bench.timing import handout_ms
 from systems.cli import integer
-from systems.device import OOM, free_memory, is_oom, local_device, synchronize
+from systems.device import OOM, allocatable_bytes, free_memory, is_oom, local_device, synchronize
 from systems.flops import mfu, step_flops
+from systems.memory.checkpointing import kept_attention_bytes
 from systems.model import LEADERBOARD_2026, ModelConfig, TransformerBlock, TransformerLM, token_loss
 from systems.recompute import check_kept_groups, run_blocks
 
@@ -60,22 +64,27 @@ class Step:
 
 
 def measure(make: Callable[[], Step], *, rep: int, warmup: int) -> dict[str, Any]:
-    """``make()``'s step timed and its extra memory read: {"status": "ok", "ms", "extra_gib"}, or the status saying
-    why not ("OOM", "unsupported") with NaN values. Everything the step holds is freed before the next point."""
+    """``make()``'s step timed and its memory read: {"status": "ok", "ms", "extra_gib", "reserved_gib"}, or the
+    status saying why not ("OOM", "unsupported") with NaN values. Everything the step holds is freed before the next
+    point."""
     step = None
     # a fresh compile per point: a sweep's later points would otherwise pass Dynamo's recompile limit for the same
     # code (the model's forward at another depth or recipe) and run eagerly, silently
     torch._dynamo.reset()
+    on_gpu = torch.cuda.is_available()
+    if on_gpu:
+        torch.cuda.reset_peak_memory_stats()
     try:
         step = make()
         ms = handout_ms(step.run, rep=rep, warmup=warmup)
-        return {"status": "ok", "ms": ms,
-                "extra_gib": _extra_bytes(step) / GIB if torch.cuda.is_available() else math.nan}
+        reserved = torch.cuda.max_memory_reserved() / GIB if on_gpu else math.nan
+        return {"status": "ok", "ms": ms, "extra_gib": _extra_bytes(step) / GIB if on_gpu else math.nan,
+                "reserved_gib": reserved}
     except RuntimeError as exc:
         why = OOM if is_oom(exc) else UNSUPPORTED if refused(exc) else None
         if why is None:
             raise
-        return {"status": why, "ms": math.nan, "extra_gib": math.nan}
+        return {"status": why, "ms": math.nan, "extra_gib": math.nan, "reserved_gib": math.nan}
     finally:
         del step
         free_memory()
@@ -346,16 +355,71 @@ def _model(cfg: ModelConfig, recipe: Recipe, batch: int, dtype: torch.dtype) -> 
 
 def model_step(layers: Iterable[int], recipes: Iterable[Recipe] = (Recipe(), PLAIN), batch: int = 2,
                cfg: ModelConfig = LEADERBOARD_2026, dtype: torch.dtype = torch.bfloat16, rep: int = 3000,
-               warmup: int = 1000) -> pd.DataFrame:
+               warmup: int = 1000, capacity_gib: float | None = None, tries: int = 3) -> pd.DataFrame:
     """The step of the model with ``layers`` of its blocks (weights and gradients in ``dtype``), per recipe: time,
-    MFU of the step's FLOPs (:func:`systems.flops.step_flops`), memory above what existed before the step."""
+    MFU of the step's FLOPs (:func:`systems.flops.step_flops`), memory above what existed before the step and in all.
+
+    A recipe that keeps attention's output in every block and runs out of memory tries again keeping it in the
+    first blocks only, as many as :func:`kept_groups_that_fit` predicts from what the same recipe reserved at the
+    depths it ran before (the layers in increasing order) and ``capacity_gib`` (None: what the device can give),
+    then fewer, ``tries`` times at most. Each try is a row; ``kept_blocks`` says how many blocks kept attention's
+    output through the backward."""
+    if capacity_gib is None:
+        capacity_gib = allocatable_bytes() / GIB
     rows = []
     for n, recipe in tqdm(list(product(layers, recipes)), desc="model step"):
-        reduced = replace(cfg, num_layers=n)
-        point = measure(lambda: _model(reduced, recipe, batch, dtype), rep=rep, warmup=warmup)
-        rows.append({"layers": n, "recipe": recipe.label, **vars(recipe), "batch": batch, **point,
-                     **_achieved(step_flops(reduced, batch)["total"], point["ms"])})
+        reduced, attempt = replace(cfg, num_layers=n), recipe
+        for _ in range(1 + tries):
+            point = measure(lambda: _model(reduced, attempt, batch, dtype), rep=rep, warmup=warmup)
+            rows.append({"layers": n, "recipe": recipe.label, **vars(attempt), "kept_blocks": _kept(attempt, n),
+                         "batch": batch, **point, **_achieved(step_flops(reduced, batch)["total"], point["ms"])})
+            if point["status"] != OOM or recipe.recompute != "keep_attention" or recipe.kept_groups is not None:
+                break
+            attempt = _fewer_kept(pd.DataFrame(rows), recipe, attempt, reduced, batch, dtype, capacity_gib)
+            if attempt is None:
+                break
     return pd.DataFrame(rows)
+
+
+def _kept(recipe: Recipe, layers: int) -> int:
+    """How many of the ``layers`` blocks keep attention's output through the backward under ``recipe``."""
+    if recipe.recompute == "all":
+        return 0
+    if recipe.recompute == "keep_attention" and recipe.kept_groups is not None:
+        return recipe.kept_groups
+    return layers  # keep_attention in every block, or nothing recomputed
+
+
+def _fewer_kept(rows: pd.DataFrame, recipe: Recipe, failed: Recipe, cfg: ModelConfig, batch: int,
+                dtype: torch.dtype, capacity_gib: float) -> Recipe | None:
+    """The next try after ``failed`` ran out of memory: the prediction after the first failure, then fewer blocks by
+    an eighth of the depth each time; None where there is nothing left to try (no prediction, or none kept)."""
+    n = cfg.num_layers
+    if failed.kept_groups is None:
+        ran = rows[(rows.recipe == recipe.label) & (rows.status == "ok") & (rows.kept_blocks == rows.layers)]
+        per_block = kept_attention_bytes(batch, cfg.context_length, cfg.d_model, cfg.num_heads,
+                                         torch.finfo(dtype).bits // 8) / GIB
+        kept = kept_groups_that_fit(ran.layers, ran.reserved_gib, n, capacity_gib, per_block)
+    else:
+        kept = failed.kept_groups - max(1, n // 8)
+    return None if kept is None or kept < 0 else replace(recipe, kept_groups=kept)
+
+
+def kept_groups_that_fit(layers: Iterable[int], reserved_gib: Iterable[float], target: int, capacity_gib: float,
+                         kept_gib: float, margin_gib: float = 1.0) -> int | None:
+    """How many of ``target`` blocks can keep attention's output, from the memory the allocator reserved at
+    shallower depths where every block kept it (``layers``, ``reserved_gib``): a straight line through those, at
+    ``target``, less ``kept_gib`` for each block that recomputes its attention instead, must stay ``margin_gib``
+    under ``capacity_gib``. One block fewer than ``target`` where the line says all fit (they did not); None where
+    fewer than two depths ran, which draw no line."""
+    points = [(n, r) for n, r in zip(layers, reserved_gib) if math.isfinite(r)]
+    if len({n for n, _ in points}) < 2:
+        return None
+    slope, intercept = np.polyfit(*zip(*points), 1)
+    over = intercept + slope * target + margin_gib - capacity_gib
+    if over <= 0:
+        return target - 1
+    return max(0, target - math.ceil(over / kept_gib))
 
 
 def main(argv: list[str] | None = None) -> pd.DataFrame:

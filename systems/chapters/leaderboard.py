@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from systems.device import OOM
 from systems.flops import step_flops
 from systems.model import ModelConfig, parameter_count
 from systems.report import more_or_less, times
@@ -188,7 +189,9 @@ def faster_recompute(blocks: pd.DataFrame, attention: str, compiled: bool) -> st
 
 
 def deepest(steps: pd.DataFrame, ours: str, plain: str) -> str:
-    """The deepest model both recipes ran, and ours against the plain one there (time, MFU, memory), in words."""
+    """The deepest model both recipes ran, and ours against the plain one there (time, MFU, memory), in words; where
+    ours kept attention's output in only some of its blocks there (the rows' ``kept_blocks``), how many, and that
+    keeping it in more did not fit."""
     ran = steps[steps.status == "ok"]
     both = set(ran[ran.recipe == ours].layers) & set(ran[ran.recipe == plain].layers)
     if not both:
@@ -199,8 +202,14 @@ def deepest(steps: pd.DataFrame, ours: str, plain: str) -> str:
     deeper = {who: int(ran[ran.recipe == recipe].layers.max())
               for who, recipe in (("ours", ours), ("the plain one", plain))}
     alone = "".join(f" ({who} alone with up to {blocks(k)})" for who, k in deeper.items() if k > n)
-    said = (f"Both recipes ran with up to {blocks(n)}{alone}. There our step takes {mine.ms:.4g} ms, "
-            f"{ratio_words(mine, theirs)} than the plain recipe's {theirs.ms:.4g} ms")
+    said = f"Both recipes ran with up to {blocks(n)}{alone}. There our step"
+    kept = mine.get("kept_blocks", n)
+    if mine.get("recompute") == "keep_attention" and kept < n:
+        tried = steps[(steps.layers == n) & (steps.recipe == ours) & (steps.status == OOM)]
+        more = int(tried.kept_blocks.min()) if len(tried) else n
+        said += (f", keeping attention's output in the first {int(kept)} of its {n} blocks (keeping it in "
+                 f"{'every block' if more == n else more} ran out of memory),")
+    said += f" takes {mine.ms:.4g} ms, {ratio_words(mine, theirs)} than the plain recipe's {theirs.ms:.4g} ms"
     if has(mine, "mfu") and has(theirs, "mfu"):
         said += f", at an MFU of {mine.mfu:.0%} against {theirs.mfu:.0%}"
     if has(mine, "extra_gib") and has(theirs, "extra_gib"):

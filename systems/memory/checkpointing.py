@@ -57,3 +57,10 @@ def nested_peak(n_blocks: int, levels: tuple[int, ...], block: float, boundary: 
 def extra_forward_fraction(levels: tuple[int, ...]) -> float:
     """Recomputation as a share of one forward pass: one more forward per checkpointed level."""
     return float(len(levels))
+
+
+def kept_attention_bytes(batch: int, context: int, d_model: int, num_heads: int, itemsize: int) -> int:
+    """What a block recomputed with ``recompute="keep_attention"`` holds through the backward beyond what recomputing
+    it whole holds: attention's output (batch, context, d_model) in the activations' dtype and its log-sum-exp, one
+    fp32 value per query and head."""
+    return batch * context * (d_model * itemsize + num_heads * 4)
