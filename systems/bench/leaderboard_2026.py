@@ -4,8 +4,8 @@ The model is :data:`systems.model.LEADERBOARD_2026` (8.1 B parameters, context 3
 function here takes smaller sizes for smoke runs. Each returns one row per variant: its time, what it achieves
 (TFLOP/s, model FLOPs utilisation against the GPU's dense bf16 peak, or bandwidth), and the memory it takes above
 what existed before the call (``extra_gib``: the peak during one call less what was allocated before it; the
-gradients a call returns count, since it makes them) and in all (``reserved_gib``: the most the allocator held,
-compilation and warm-up included, which is what runs out). A variant that does not fit has the status "OOM", one a
+gradients a call returns count, since it makes them), that peak in all (``peak_gib``), and the most the
+allocator held, compilation and warm-up included (``reserved_gib``). A variant that does not fit has the status "OOM", one a
 back end refuses "unsupported", and no numbers.
 
 * :func:`head_and_loss`: the LM head and the loss over ``tokens`` tokens: eager (bf16 logits, the loss in fp32, as
@@ -64,9 +64,9 @@ class Step:
 
 
 def measure(make: Callable[[], Step], *, rep: int, warmup: int) -> dict[str, Any]:
-    """``make()``'s step timed and its memory read: {"status": "ok", "ms", "extra_gib", "reserved_gib"}, or the
-    status saying why not ("OOM", "unsupported") with NaN values. Everything the step holds is freed before the next
-    point."""
+    """``make()``'s step timed and its memory read: {"status": "ok", "ms", "extra_gib", "peak_gib",
+    "reserved_gib"}, or the status saying why not ("OOM", "unsupported") with NaN values. Everything the step holds
+    is freed before the next point."""
     step = None
     # a fresh compile per point: a sweep's later points would otherwise pass Dynamo's recompile limit for the same
     # code (the model's forward at another depth or recipe) and run eagerly, silently
@@ -78,26 +78,28 @@ def measure(make: Callable[[], Step], *, rep: int, warmup: int) -> dict[str, Any
         step = make()
         ms = handout_ms(step.run, rep=rep, warmup=warmup)
         reserved = torch.cuda.max_memory_reserved() / GIB if on_gpu else math.nan
-        return {"status": "ok", "ms": ms, "extra_gib": _extra_bytes(step) / GIB if on_gpu else math.nan,
-                "reserved_gib": reserved}
+        extra, peak = _extra_and_peak_bytes(step) if on_gpu else (math.nan, math.nan)
+        return {"status": "ok", "ms": ms, "extra_gib": extra / GIB, "peak_gib": peak / GIB, "reserved_gib": reserved}
     except RuntimeError as exc:
         why = OOM if is_oom(exc) else UNSUPPORTED if refused(exc) else None
         if why is None:
             raise
-        return {"status": why, "ms": math.nan, "extra_gib": math.nan, "reserved_gib": math.nan}
+        return {"status": why, "ms": math.nan, "extra_gib": math.nan, "peak_gib": math.nan, "reserved_gib": math.nan}
     finally:
         del step
         free_memory()
 
 
-def _extra_bytes(step: Step) -> float:
+def _extra_and_peak_bytes(step: Step) -> tuple[int, int]:
+    """What one call allocates at its peak above what existed before it, and that peak in all."""
     step.clear()
     synchronize()
     torch.cuda.reset_peak_memory_stats()
     before = torch.cuda.memory_allocated()
     step.run()
     synchronize()
-    return torch.cuda.max_memory_allocated() - before
+    peak = torch.cuda.max_memory_allocated()
+    return peak - before, peak
 
 
 def _achieved(flops: float, ms: float) -> dict[str, float]:
