@@ -184,13 +184,14 @@ figures.bars(blocks[blocks.status == "ok"].assign(mode=lambda d: d.compiled.map(
 #
 # Keeping attention's output costs memory in every block that keeps it (`kept_blocks` counts them), so at some
 # depth our recipe stops fitting where recomputing everything still fits. There it tries again keeping attention's
-# output in the first blocks only (`kept_groups`), as many as a straight line through the memory it reserved at the
-# shallower depths says fit with a GiB to spare, each block that recomputes its attention instead counted as
-# freeing its output and log-sum-exp; if that does not fit either, one block in eight fewer. Every try is a row.
+# output in the first blocks only (`kept_groups`): as many as a straight line through its peaks at the shallower
+# depths says fit in 90 % of the GPU's memory (the allocator's fragments and the compiler's workspaces take the
+# rest), each block that recomputes its attention counted as freeing its output and log-sum-exp; if that does not
+# fit, one block fewer, three tries at most. Every try is a row.
 
 # %% tags=["nbval-ignore-output"]
 steps = measured(data_dir, "model_step", lb.model_step, depths, [ours, plain], cfg=cfg, dtype=dtype, **rep)
-report.table(steps[["layers", "recipe", "kept_blocks", "status", "ms", "mfu", "extra_gib", "reserved_gib"]], ".4g")
+report.table(steps[["layers", "recipe", "kept_blocks", "status", "ms", "mfu", "extra_gib", "peak_gib"]], ".4g")
 report.glue("lb_deep_words", words.deepest(steps, ours.label, plain.label))
 
 # %% tags=["remove-input", "nbval-ignore-output"]

@@ -362,10 +362,10 @@ def model_step(layers: Iterable[int], recipes: Iterable[Recipe] = (Recipe(), PLA
     MFU of the step's FLOPs (:func:`systems.flops.step_flops`), memory above what existed before the step and in all.
 
     A recipe that keeps attention's output in every block and runs out of memory tries again keeping it in the
-    first blocks only, as many as :func:`kept_groups_that_fit` predicts from what the same recipe reserved at the
-    depths it ran before (the layers in increasing order) and ``capacity_gib`` (None: what the device can give),
-    then fewer, ``tries`` times at most. Each try is a row; ``kept_blocks`` says how many blocks kept attention's
-    output through the backward."""
+    first blocks only, as many as :func:`kept_groups_that_fit` predicts from the peaks the same recipe reached at
+    the depths it ran before (give the layers in increasing order) and ``capacity_gib`` (None: what the device can
+    give), then one fewer at a time, ``tries`` times at most. Each try is a row; ``kept_blocks`` says how many blocks
+    kept attention's output through the backward."""
     if capacity_gib is None:
         capacity_gib = allocatable_bytes() / GIB
     rows = []
@@ -394,31 +394,32 @@ def _kept(recipe: Recipe, layers: int) -> int:
 
 def _fewer_kept(rows: pd.DataFrame, recipe: Recipe, failed: Recipe, cfg: ModelConfig, batch: int,
                 dtype: torch.dtype, capacity_gib: float) -> Recipe | None:
-    """The next try after ``failed`` ran out of memory: the prediction after the first failure, then fewer blocks by
-    an eighth of the depth each time; None where there is nothing left to try (no prediction, or none kept)."""
+    """The next try after ``failed`` ran out of memory: the prediction after every block kept it, then one block
+    fewer; None where there is nothing left to try (no prediction, or none kept)."""
     n = cfg.num_layers
     if failed.kept_groups is None:
         ran = rows[(rows.recipe == recipe.label) & (rows.status == "ok") & (rows.kept_blocks == rows.layers)]
         per_block = kept_attention_bytes(batch, cfg.context_length, cfg.d_model, cfg.num_heads,
                                          torch.finfo(dtype).bits // 8) / GIB
-        kept = kept_groups_that_fit(ran.layers, ran.reserved_gib, n, capacity_gib, per_block)
+        kept = kept_groups_that_fit(ran.layers, ran.peak_gib, n, capacity_gib, per_block)
     else:
-        kept = failed.kept_groups - max(1, n // 8)
+        kept = failed.kept_groups - 1
     return None if kept is None or kept < 0 else replace(recipe, kept_groups=kept)
 
 
-def kept_groups_that_fit(layers: Iterable[int], reserved_gib: Iterable[float], target: int, capacity_gib: float,
-                         kept_gib: float, margin_gib: float = 1.0) -> int | None:
-    """How many of ``target`` blocks can keep attention's output, from the memory the allocator reserved at
-    shallower depths where every block kept it (``layers``, ``reserved_gib``): a straight line through those, at
-    ``target``, less ``kept_gib`` for each block that recomputes its attention instead, must stay ``margin_gib``
-    under ``capacity_gib``. One block fewer than ``target`` where the line says all fit (they did not); None where
-    fewer than two depths ran, which draw no line."""
-    points = [(n, r) for n, r in zip(layers, reserved_gib) if math.isfinite(r)]
+def kept_groups_that_fit(layers: Iterable[int], peak_gib: Iterable[float], target: int, capacity_gib: float,
+                         kept_gib: float, headroom: float = 0.1) -> int | None:
+    """How many of ``target`` blocks can keep attention's output, from the peak memory allocated at shallower depths
+    where every block kept it (``layers``, ``peak_gib``): a straight line through those, at ``target``, less
+    ``kept_gib`` for each block that recomputes its attention instead, must stay under ``capacity_gib`` less a
+    ``headroom`` share of it, which the allocator's fragments and the compiler's workspaces take beyond the
+    allocated peak. One block fewer than ``target`` where the line says all fit (they did not); None where fewer
+    than two depths ran, which draw no line."""
+    points = [(n, p) for n, p in zip(layers, peak_gib) if math.isfinite(p)]
     if len({n for n, _ in points}) < 2:
         return None
     slope, intercept = np.polyfit(*zip(*points), 1)
-    over = intercept + slope * target + margin_gib - capacity_gib
+    over = intercept + slope * target - (1 - headroom) * capacity_gib
     if over <= 0:
         return target - 1
     return max(0, target - math.ceil(over / kept_gib))
