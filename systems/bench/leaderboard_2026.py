@@ -4,8 +4,8 @@ The model is :data:`systems.model.LEADERBOARD_2026` (8.1 B parameters, context 3
 function here takes smaller sizes for smoke runs. Each returns one row per variant: its time, what it achieves
 (TFLOP/s, model FLOPs utilisation against the GPU's dense bf16 peak, or bandwidth), and the memory it takes above
 what existed before the call (``extra_gib``: the peak during one call less what was allocated before it; the
-gradients a call returns count, since it makes them), that peak in all (``peak_gib``), and the most the
-allocator held, compilation and warm-up included (``reserved_gib``). A variant that does not fit has the status "OOM", one a
+gradients a call returns count, since it makes them), that peak in all (``peak_gib``), and the most the allocator
+held, compilation and warm-up included (``reserved_gib``). A variant that does not fit has the status "OOM", one a
 back end refuses "unsupported", and no numbers.
 
 * :func:`head_and_loss`: the LM head and the loss over ``tokens`` tokens: eager (bf16 logits, the loss in fp32, as
