@@ -19,6 +19,7 @@ import torch
 
 from systems.bench import leaderboard_2026 as parts
 from systems.bench import leaderboard_step as whole
+from systems.memory.checkpointing import kept_attention_bytes, kept_groups_that_fit
 from systems.model import LEADERBOARD_2026
 
 TINY = replace(LEADERBOARD_2026, vocab_size=300, context_length=32, d_model=64, d_ff=96, num_heads=4, num_layers=2)
@@ -274,14 +275,14 @@ def test_the_kept_blocks_that_fit_come_from_a_line_through_the_shallower_depths(
     depths = [2, 4, 8, 12]
     peaks = [intercept + slope * n for n in depths]
     target, limit = 16, intercept + slope * 16 - 3.3 * per_block  # every block kept overshoots by 3.3 blocks' worth
-    kept = parts.kept_groups_that_fit(depths, peaks, target, limit, per_block, headroom=0.0)
+    kept = kept_groups_that_fit(depths, peaks, target, limit, per_block, headroom=0.0)
     assert kept == target - 4  # the fewest recomputed blocks that bring it under
-    assert parts.kept_groups_that_fit(depths, peaks, target, limit / 0.9, per_block) == target - 4  # 10 % spare
-    assert parts.kept_groups_that_fit(depths, peaks, target, limit / 0.9 - per_block, per_block) == target - 5
-    assert parts.kept_groups_that_fit(depths, peaks, target, limit + 10, per_block, headroom=0.0) == target - 1
-    assert parts.kept_groups_that_fit(depths, peaks, target, 0.0, per_block) == 0
-    assert parts.kept_groups_that_fit([2, 2], peaks[:2], target, limit, per_block) is None  # no line
-    assert parts.kept_groups_that_fit(depths, [math.nan] * 4, target, limit, per_block) is None  # not measured
+    assert kept_groups_that_fit(depths, peaks, target, limit / 0.9, per_block) == target - 4  # 10 % spare
+    assert kept_groups_that_fit(depths, peaks, target, limit / 0.9 - per_block, per_block) == target - 5
+    assert kept_groups_that_fit(depths, peaks, target, limit + 10, per_block, headroom=0.0) == target - 1
+    assert kept_groups_that_fit(depths, peaks, target, 0.0, per_block) == 0
+    assert kept_groups_that_fit([2, 2], peaks[:2], target, limit, per_block) is None  # no line
+    assert kept_groups_that_fit(depths, [math.nan] * 4, target, limit, per_block) is None  # not measured
 
 
 def test_the_kept_blocks_predicted_for_the_16_block_step_on_an_h100():
@@ -289,9 +290,9 @@ def test_the_kept_blocks_predicted_for_the_16_block_step_on_an_h100():
     # GiB (chapter 18's run at 0bf3356 measured what each added; what existed before is 10 bytes a parameter, as
     # measured at 16 blocks); at 16 blocks keeping it in 12 fitted (70.7 GiB) and in 14 did not (6247bf1)
     cfg = LEADERBOARD_2026
-    per_block = parts.kept_attention_bytes(2, cfg.context_length, cfg.d_model, cfg.num_heads, 2) / parts.GIB
+    per_block = kept_attention_bytes(2, cfg.context_length, cfg.d_model, cfg.num_heads, 2) / parts.GIB
     assert per_block == pytest.approx((2 * 32768 * 4096 * 2 + 2 * 32 * 32768 * 4) / 2**30)
-    kept = parts.kept_groups_that_fit([2, 4, 8, 12], [31.58, 37.36, 48.93, 60.50], 16, 78.66, per_block)
+    kept = kept_groups_that_fit([2, 4, 8, 12], [31.58, 37.36, 48.93, 60.50], 16, 78.66, per_block)
     assert kept == 13  # one more than fitted: the try after it, one fewer, fits
 
 

@@ -31,83 +31,24 @@ import argparse
 import math
 from dataclasses import dataclass, replace
 from itertools import product
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
-import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
 from systems.attention import available, unavailable
-from systems.attention.peers import refused
-from systems.bench.flash_sweep import UNSUPPORTED
-from systems.bench.timing import handout_ms
+from systems.bench.points import GIB, Step, achieved, measure
 from systems.cli import integer
-from systems.device import OOM, allocatable_bytes, free_memory, is_oom, local_device, synchronize
-from systems.flops import mfu, step_flops
-from systems.memory.checkpointing import kept_attention_bytes
+from systems.device import OOM, allocatable_bytes, local_device
+from systems.flops import step_flops
+from systems.memory.checkpointing import kept_attention_bytes, kept_groups_that_fit
 from systems.model import LEADERBOARD_2026, ModelConfig, TransformerBlock, TransformerLM, token_loss
 from systems.recompute import check_kept_groups, run_blocks
 
-GIB = 2**30
 HEAD_VARIANTS = ("eager", "compiled", "fused")
 ADAMW_VARIANTS = ("foreach", "torch fused", "ours")
 RECOMPUTE = ("none", "all", "keep_attention")  # of a block: no checkpoint, checkpointed, checkpointed keeping attention
-
-
-@dataclass
-class Step:
-    """What a point times: ``run`` one call; ``clear`` drops what a call leaves (gradients) before memory is read."""
-
-    run: Callable[[], Any]
-    clear: Callable[[], None] = lambda: None
-
-
-def measure(make: Callable[[], Step], *, rep: int, warmup: int) -> dict[str, Any]:
-    """``make()``'s step timed and its memory read: {"status": "ok", "ms", "extra_gib", "peak_gib",
-    "reserved_gib"}, or the status saying why not ("OOM", "unsupported") with NaN values. Everything the step holds
-    is freed before the next point."""
-    step = None
-    # a fresh compile per point: a sweep's later points would otherwise pass Dynamo's recompile limit for the same
-    # code (the model's forward at another depth or recipe) and run eagerly, silently
-    torch._dynamo.reset()
-    on_gpu = torch.cuda.is_available()
-    if on_gpu:
-        torch.cuda.reset_peak_memory_stats()
-    try:
-        step = make()
-        ms = handout_ms(step.run, rep=rep, warmup=warmup)
-        reserved = torch.cuda.max_memory_reserved() / GIB if on_gpu else math.nan
-        extra, peak = _extra_and_peak_bytes(step) if on_gpu else (math.nan, math.nan)
-        return {"status": "ok", "ms": ms, "extra_gib": extra / GIB, "peak_gib": peak / GIB, "reserved_gib": reserved}
-    except RuntimeError as exc:
-        why = OOM if is_oom(exc) else UNSUPPORTED if refused(exc) else None
-        if why is None:
-            raise
-        return {"status": why, "ms": math.nan, "extra_gib": math.nan, "peak_gib": math.nan, "reserved_gib": math.nan}
-    finally:
-        del step
-        free_memory()
-
-
-def _extra_and_peak_bytes(step: Step) -> tuple[int, int]:
-    """What one call allocates at its peak above what existed before it, and that peak in all."""
-    step.clear()
-    synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    before = torch.cuda.memory_allocated()
-    step.run()
-    synchronize()
-    peak = torch.cuda.max_memory_allocated()
-    return peak - before, peak
-
-
-def _achieved(flops: float, ms: float) -> dict[str, float]:
-    """TFLOP/s and MFU (against the GPU's dense bf16 peak) of ``flops`` done in ``ms`` (NaN where not timed)."""
-    if math.isnan(ms):
-        return {"tflops": math.nan, "mfu": math.nan}
-    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else ""
-    return {"tflops": flops / ms / 1e9, "mfu": mfu(flops, ms / 1e3, gpu, "bf16") or math.nan}
 
 
 # ---- the LM head and the loss --------------------------------------------------------------------------------
@@ -157,7 +98,7 @@ def head_and_loss(tokens: int = 2 * LEADERBOARD_2026.context_length, variants: I
     for variant in tqdm(list(variants), desc="head and loss"):
         point = measure(lambda: _head_step(variant, tokens, cfg, dtype), rep=rep, warmup=warmup)
         rows.append({"variant": variant, "tokens": tokens, "vocab": cfg.vocab_size, "d_model": cfg.d_model, **point,
-                     "gradients_gib": grads, **_achieved(flops, point["ms"])})
+                     "gradients_gib": grads, **achieved(flops, point["ms"])})
     return pd.DataFrame(rows)
 
 
@@ -175,7 +116,7 @@ def head_chunks(tokens: int = 2 * LEADERBOARD_2026.context_length, chunk_mib: It
         chunk = min(tokens, chunk_tokens_for(cfg.vocab_size, torch.finfo(dtype).bits // 8, mib * 2**20))
         point = measure(lambda: _head_step("fused", tokens, cfg, dtype, chunk), rep=rep, warmup=warmup)
         rows.append({"chunk_mib": mib, "chunk_tokens": chunk, "tokens": tokens, **point,
-                     **_achieved(flops, point["ms"])})
+                     **achieved(flops, point["ms"])})
     return pd.DataFrame(rows)
 
 
@@ -264,7 +205,7 @@ def block_step(attentions: Iterable[str] = ("sdpa_cudnn", "flash_triton"), recom
     for attention, recompute, comp in tqdm(list(product(attentions, recomputes, compiled)), desc="block"):
         point = measure(lambda: _block(attention, recompute, comp, batch, cfg, dtype), rep=rep, warmup=warmup)
         rows.append({"attention": attention, "recompute": recompute, "compiled": comp, "batch": batch,
-                     "context": cfg.context_length, **point, **_achieved(flops, point["ms"])})
+                     "context": cfg.context_length, **point, **achieved(flops, point["ms"])})
     return pd.DataFrame(rows)
 
 
@@ -374,7 +315,7 @@ def model_step(layers: Iterable[int], recipes: Iterable[Recipe] = (Recipe(), PLA
         for _ in range(1 + tries):
             point = measure(lambda: _model(reduced, attempt, batch, dtype), rep=rep, warmup=warmup)
             rows.append({"layers": n, "recipe": recipe.label, **vars(attempt), "kept_blocks": _kept(attempt, n),
-                         "batch": batch, **point, **_achieved(step_flops(reduced, batch)["total"], point["ms"])})
+                         "batch": batch, **point, **achieved(step_flops(reduced, batch)["total"], point["ms"])})
             if point["status"] != OOM or recipe.recompute != "keep_attention" or recipe.kept_groups is not None:
                 break
             attempt = _fewer_kept(pd.DataFrame(rows), recipe, attempt, reduced, batch, dtype, capacity_gib)
@@ -405,24 +346,6 @@ def _fewer_kept(rows: pd.DataFrame, recipe: Recipe, failed: Recipe, cfg: ModelCo
     else:
         kept = failed.kept_groups - 1
     return None if kept is None or kept < 0 else replace(recipe, kept_groups=kept)
-
-
-def kept_groups_that_fit(layers: Iterable[int], peak_gib: Iterable[float], target: int, capacity_gib: float,
-                         kept_gib: float, headroom: float = 0.1) -> int | None:
-    """How many of ``target`` blocks can keep attention's output, from the peak memory allocated at shallower depths
-    where every block kept it (``layers``, ``peak_gib``): a straight line through those, at ``target``, less
-    ``kept_gib`` for each block that recomputes its attention instead, must stay under ``capacity_gib`` less a
-    ``headroom`` share of it, which the allocator's fragments and the compiler's workspaces take beyond the
-    allocated peak. One block fewer than ``target`` where the line says all fit (they did not); None where fewer
-    than two depths ran, which draw no line."""
-    points = [(n, p) for n, p in zip(layers, peak_gib) if math.isfinite(p)]
-    if len({n for n, _ in points}) < 2:
-        return None
-    slope, intercept = np.polyfit(*zip(*points), 1)
-    over = intercept + slope * target - (1 - headroom) * capacity_gib
-    if over <= 0:
-        return target - 1
-    return max(0, target - math.ceil(over / kept_gib))
 
 
 def main(argv: list[str] | None = None) -> pd.DataFrame:

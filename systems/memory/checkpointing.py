@@ -16,6 +16,9 @@ O(log N) times (:func:`nested_levels`), the minimum of peak memory when compute 
 from __future__ import annotations
 
 import math
+from typing import Iterable
+
+import numpy as np
 
 
 def one_level_peak(n_blocks: int, k: int, block: float, boundary: float) -> float:
@@ -64,3 +67,21 @@ def kept_attention_bytes(batch: int, context: int, d_model: int, num_heads: int,
     it whole holds: attention's output (batch, context, d_model) in the activations' dtype and its log-sum-exp, one
     fp32 value per query and head."""
     return batch * context * (d_model * itemsize + num_heads * 4)
+
+
+def kept_groups_that_fit(layers: Iterable[int], peak_gib: Iterable[float], target: int, capacity_gib: float,
+                         kept_gib: float, headroom: float = 0.1) -> int | None:
+    """How many of ``target`` blocks can keep attention's output, from the peak memory allocated at shallower depths
+    where every block kept it (``layers``, ``peak_gib``): a straight line through those, at ``target``, less
+    ``kept_gib`` for each block that recomputes its attention instead, must stay under ``capacity_gib`` less a
+    ``headroom`` share of it, which the allocator's fragments and the compiler's workspaces take beyond the
+    allocated peak. One block fewer than ``target`` where the line says all fit (they did not); None where fewer
+    than two depths ran, which draw no line."""
+    points = [(n, p) for n, p in zip(layers, peak_gib) if math.isfinite(p)]
+    if len({n for n, _ in points}) < 2:
+        return None
+    slope, intercept = np.polyfit(*zip(*points), 1)
+    over = intercept + slope * target - (1 - headroom) * capacity_gib
+    if over <= 0:
+        return target - 1
+    return max(0, target - math.ceil(over / kept_gib))
