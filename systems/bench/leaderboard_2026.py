@@ -16,7 +16,8 @@ back end refuses "unsupported", and no numbers.
 * :func:`block_step`: one Transformer block, forward and backward, per attention, recomputation and compilation;
 * :func:`model_step`: the model with a number of its blocks, timed as the handout times the whole step (zero the
   gradients, forward and loss, backward, optimizer step), each technique of the step switchable; where keeping
-  attention's output in every block does not fit, it keeps it in as many as fit (:func:`kept_groups_that_fit`).
+  attention's output in every block does not fit, it keeps it in as many as fit
+  (:func:`~systems.memory.checkpointing.kept_groups_that_fit`).
 
 Times are ``triton.testing.do_bench`` means, as the handout's harness takes them (:func:`~systems.bench.timing.handout_ms`).
 FLOPs are :func:`systems.flops.step_flops`'s: causal attention's visible half, its backward 2.5× its forward.
@@ -303,10 +304,10 @@ def model_step(layers: Iterable[int], recipes: Iterable[Recipe] = (Recipe(), PLA
     MFU of the step's FLOPs (:func:`systems.flops.step_flops`), memory above what existed before the step and in all.
 
     A recipe that keeps attention's output in every block and runs out of memory tries again keeping it in the
-    first blocks only, as many as :func:`kept_groups_that_fit` predicts from the peaks the same recipe reached at
-    the depths it ran before (give the layers in increasing order) and ``capacity_gib`` (None: what the device can
-    give), then one fewer at a time, ``tries`` times at most. Each try is a row; ``kept_blocks`` says how many blocks
-    kept attention's output through the backward."""
+    first blocks only, as many as :func:`~systems.memory.checkpointing.kept_groups_that_fit` predicts from the
+    peaks the same recipe reached at the depths it ran before (give the layers in increasing order) and
+    ``capacity_gib`` (None: what the device can give), then one fewer at a time, ``tries`` times at most. Each try
+    is a row; ``kept_blocks`` says how many blocks kept attention's output through the backward."""
     if capacity_gib is None:
         capacity_gib = allocatable_bytes() / GIB
     rows = []
