@@ -25,6 +25,7 @@ data_dir = None
 # %% tags=["remove-cell"]
 import os
 from dataclasses import replace
+from itertools import product
 
 import pandas as pd
 import torch
@@ -37,7 +38,7 @@ from systems.bench import leaderboard_2026 as lb
 from systems.chapters import leaderboard as words
 from systems.hardware import H100, H200
 from systems.model import LEADERBOARD_2026
-from systems.resumable import measured
+from systems.resumable import measured, measured_sweep
 from systems.scaling.plans import two_device_link
 
 profile = provenance.resolve_profile(profile)
@@ -190,7 +191,8 @@ figures.bars(blocks[blocks.status == "ok"].assign(mode=lambda d: d.compiled.map(
 # fit, one block fewer, three tries at most. Every try is a row.
 
 # %% tags=["nbval-ignore-output"]
-steps = measured(data_dir, "model_step", lb.model_step, depths, [ours, plain], cfg=cfg, dtype=dtype, **rep)
+steps = measured_sweep(data_dir, "model_step", lb.step_at, list(product(depths, [ours, plain])), cfg=cfg,
+                       dtype=dtype, **rep)
 report.table(steps[["layers", "recipe", "kept_blocks", "status", "ms", "mfu", "extra_gib", "peak_gib"]], ".4g")
 report.glue("lb_deep_words", words.deepest(steps, ours.label, plain.label))
 
@@ -210,7 +212,8 @@ figures.lines(steps[steps.status == "ok"], "layers", "ms", "recipe", "the step a
 
 # %% tags=["nbval-ignore-output"]
 swaps = lb.ablation_recipes(ours, plain)
-ablation = measured(data_dir, "ablation", lb.model_step, [ablation_layers], swaps, cfg=cfg, dtype=dtype, **rep)
+ablation = measured_sweep(data_dir, "ablation", lb.step_at, [(ablation_layers, swap) for swap in swaps], cfg=cfg,
+                          dtype=dtype, **rep)
 report.table(words.ablation_table(ablation, ours.label, "extra_gib"), ".4g")
 report.glue("lb_ablation_words", words.ablation_words(ablation, ours.label, plain.label))
 

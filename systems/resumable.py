@@ -10,6 +10,11 @@ torch) measures afresh. The executed chapter's stamp lists the parts read back a
 
     runs = measured(data_dir, "flash_sweep", fs.sweep, seq_lens, head_dims)   # a DataFrame, saved as CSV
     busy, own = measured(data_dir, ("kernel_time", "own_kernels"), fs.step_kernel_time, "small", 1024)
+    steps = measured_sweep(data_dir, "model_step", lb.step_at, [(2, ours), (2, plain), (4, ours)])
+
+A sweep that takes longer than a run may last is measured through :func:`measured_sweep`, which records it point
+by point: each run that stops part-way leaves the points it finished, and the next one starts at the first it did
+not.
 
 Results are tables (a DataFrame, or a tuple of them: one name each) or plain JSON values (no name gets a CSV).
 Records are JSON, never pickles: reading one back runs no code.
@@ -23,7 +28,9 @@ import inspect
 import json
 from functools import cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
+
+from tqdm.auto import tqdm
 
 from systems import provenance
 from systems.files import write_text_atomically
@@ -94,14 +101,56 @@ def measured(data_dir: str | Path | None, name: str | tuple[str, ...], measure: 
         result = _decode(record["result"])
     else:
         result = measure(*args, **kwargs)
-        record = {"key": key, "measured": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                  "commit": provenance.git_commit(), "result": _encode(result, names)}
+        record = {"key": key, "measured": _now(), "commit": provenance.git_commit(),
+                  "result": _encode(result, names)}
         record_path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomically(record_path, json.dumps(record), "measurement record")
     if "tables" in record["result"]:
         for table_name, table in zip(names, result if isinstance(result, tuple) else (result,)):
             report.save_table(table, data_dir, table_name)
     return result
+
+
+def measured_sweep(data_dir: str | Path | None, name: str, measure_point: Callable, points: Iterable, *args,
+                   **kwargs) -> Any:
+    """The rows of ``measure_point(point, earlier, *args, **kwargs)`` for each of ``points`` in turn, one table.
+
+    ``earlier`` is the table of the points before it, for a measurement that learns from them (how much memory the
+    shallower depths took, say). Each point's rows are added to ``data_dir/.measured/NAME.json`` the moment they
+    exist, so a resumed run of the very same sweep reads back the points a stopped one finished and measures from
+    the first it did not: a sweep longer than any one run can still finish, where :func:`measured` would start it
+    over each time. The whole table is saved as ``data_dir/NAME.csv``."""
+    from systems import report
+
+    points = list(points)
+    key = call_key(measure_point, (points, *args), kwargs)
+    record_path = Path(data_dir) / RECORDS / f"{name}.json" if data_dir is not None else None
+    record = json.loads(record_path.read_text()) if record_path is not None and record_path.is_file() else None
+    if record is None or record["key"] != key or "points" not in record:
+        record = {"key": key, "measured": None, "commit": provenance.git_commit(), "points": []}
+    tables = [_decode(stored) for stored in record["points"]]
+    for point in tqdm(points[len(tables):], desc=name, initial=len(tables), total=len(points)):
+        tables.append(measure_point(point, _joined(tables), *args, **kwargs))
+        if record_path is not None:
+            record["measured"] = record["measured"] or _now()
+            record["points"].append(_encode(tables[-1], (name,)))
+            record_path.parent.mkdir(parents=True, exist_ok=True)
+            write_text_atomically(record_path, json.dumps(record), "measurement record")
+    table = _joined(tables)
+    if data_dir is not None:
+        report.save_table(table, data_dir, name)
+    return table
+
+
+def _joined(tables: list) -> Any:
+    import pandas as pd
+
+    rows = [t for t in tables if len(t)]
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def recorded(data_dir: Path) -> dict[str, dict[str, str]]:

@@ -11,12 +11,15 @@ import os
 import subprocess
 import sys
 from dataclasses import replace
+from itertools import product
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
+from systems import resumable
 from systems.bench import leaderboard_2026 as parts
 from systems.bench import leaderboard_step as whole
 from systems.memory.checkpointing import kept_attention_bytes, kept_groups_that_fit
@@ -296,10 +299,13 @@ def test_the_kept_blocks_predicted_for_the_16_block_step_on_an_h100():
     assert kept == 13  # one more than fitted: the try after it, one fewer, fits
 
 
-def test_a_step_that_keeps_attention_everywhere_and_does_not_fit_tries_fewer_kept_blocks(monkeypatch):
-    # a GPU of 30 GiB, 27 of them usable by the rule's headroom, on which a block keeping attention allocates 1 GiB
-    # more than one recomputed whole, and the step fits while its peak is at most 25.5 GiB
-    ours, per_block = parts.Recipe(attention="sdpa", recompute="keep_attention"), 1.0
+OURS_KEEPING = parts.Recipe(attention="sdpa", recompute="keep_attention")
+
+
+def a_30_gib_gpu(monkeypatch) -> None:
+    """A GPU of 30 GiB, 27 of them usable by the rule's headroom, on which a block keeping attention allocates 1 GiB
+    more than one recomputed whole, and the step fits while its peak is at most 25.5 GiB."""
+    per_block = 1.0
     peak = lambda recipe, n: 5 + n + per_block * parts._kept(recipe, n)  # noqa: E731
     monkeypatch.setattr(parts, "_model", lambda cfg, recipe, batch, dtype: (recipe, cfg.num_layers))
     monkeypatch.setattr(parts, "kept_attention_bytes", lambda *shape: per_block * parts.GIB)
@@ -312,6 +318,11 @@ def test_a_step_that_keeps_attention_everywhere_and_does_not_fit_tries_fewer_kep
                                                                               "reserved_gib"), math.nan)})
 
     monkeypatch.setattr(parts, "measure", measure)
+
+
+def test_a_step_that_keeps_attention_everywhere_and_does_not_fit_tries_fewer_kept_blocks(monkeypatch):
+    a_30_gib_gpu(monkeypatch)
+    ours = OURS_KEEPING
     steps = parts.model_step([2, 4, 8, 12], [ours, parts.PLAIN], cfg=TINY, capacity_gib=30.0)
     tries = steps[steps.recipe == ours.label]
     # 12 blocks keeping it everywhere peak at 29 GiB; the line through 2, 4 and 8 says 10 of them fit in 27, but
@@ -327,6 +338,27 @@ def test_a_step_that_keeps_attention_everywhere_and_does_not_fit_tries_fewer_kep
     assert named.status.tolist() == ["OOM"]
     few = parts.model_step([2, 4, 8, 12], [ours], cfg=TINY, capacity_gib=30.0, tries=1)
     assert few.status.tolist() == ["ok", "ok", "ok", "OOM", "OOM"]
+
+
+def test_the_step_swept_point_by_point_and_resumed_retries_as_the_whole_sweep_does(monkeypatch, tmp_path):
+    a_30_gib_gpu(monkeypatch)
+    steps = parts.model_step([2, 4, 8, 12], [OURS_KEEPING, parts.PLAIN], cfg=TINY, capacity_gib=30.0)
+    points, timed, stopped = list(product([2, 4, 8, 12], [OURS_KEEPING, parts.PLAIN])), parts.measure, []
+
+    def stopping_at_the_deepest(make, rep, warmup):  # a run killed in its first try at 12 blocks
+        recipe, n = make()
+        if n == 12 and not stopped:
+            stopped.append(n)
+            raise KeyboardInterrupt
+        return timed(lambda: (recipe, n), rep, warmup)
+
+    monkeypatch.setattr(parts, "measure", stopping_at_the_deepest)
+    with pytest.raises(KeyboardInterrupt):
+        resumable.measured_sweep(tmp_path, "model_step", parts.step_at, points, cfg=TINY, capacity_gib=30.0)
+    # the resumed run reads the shallower depths' peaks back from the record and predicts from them as before
+    swept = resumable.measured_sweep(tmp_path, "model_step", parts.step_at, points, cfg=TINY, capacity_gib=30.0)
+    columns = ["layers", "recipe", "kept_blocks", "status", "ms", "peak_gib"]
+    pd.testing.assert_frame_equal(swept[columns], steps[columns])
 
 
 def words_of_deepest(steps, ours, plain):

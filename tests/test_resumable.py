@@ -57,3 +57,36 @@ def test_without_a_data_dir_it_only_measures(tmp_path):
     resumable.measured(None, ("a", "b"), measure, 2)
     resumable.measured(None, ("a", "b"), measure, 2)
     assert measure.calls == 2
+
+
+class StoppingOnce:
+    """One point's rows, drawn fresh; stops (raises) once at ``stop_at``, as a run killed there would."""
+
+    def __init__(self, stop_at=None):
+        self.stop_at, self.seen = stop_at, []
+
+    def __call__(self, point, earlier, seed=0):
+        self.seen.append((point, len(earlier)))
+        if point == self.stop_at:
+            self.stop_at = None
+            raise RuntimeError("stopped")
+        rng = np.random.default_rng(seed + point)
+        return pd.DataFrame({"point": [point] * 2, "ms": rng.random(2), "earlier": [len(earlier)] * 2,
+                             "status": ["ok", "OOM"]})
+
+
+def test_a_sweep_stopped_part_way_resumes_at_the_first_point_it_did_not_finish(tmp_path):
+    seed, stopping = int(np.random.default_rng().integers(1 << 30)), StoppingOnce(stop_at=3)
+    with pytest.raises(RuntimeError, match="stopped"):
+        resumable.measured_sweep(tmp_path, "sweep", stopping, range(5), seed=seed)
+    assert stopping.seen == [(0, 0), (1, 2), (2, 4), (3, 6)]
+    assert "sweep" in resumable.recorded(tmp_path)
+    resumed = resumable.measured_sweep(tmp_path, "sweep", stopping, range(5), seed=seed)
+    assert stopping.seen[4:] == [(3, 6), (4, 8)]  # the three finished points read back, and given as earlier rows
+    whole = resumable.measured_sweep(None, "sweep", StoppingOnce(), range(5), seed=seed)
+    pd.testing.assert_frame_equal(resumed, whole)
+    assert resumed.earlier.tolist() == [0, 0, 2, 2, 4, 4, 6, 6, 8, 8]
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "sweep.csv"), whole)
+    other = StoppingOnce()  # another call of the sweep: every point measured again
+    resumable.measured_sweep(tmp_path, "sweep", other, range(5), seed=seed + 1)
+    assert len(other.seen) == 5

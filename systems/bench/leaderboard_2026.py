@@ -17,7 +17,7 @@ back end refuses "unsupported", and no numbers.
 * :func:`model_step`: the model with a number of its blocks, timed as the handout times the whole step (zero the
   gradients, forward and loss, backward, optimizer step), each technique of the step switchable; where keeping
   attention's output in every block does not fit, it keeps it in as many as fit
-  (:func:`~systems.memory.checkpointing.kept_groups_that_fit`).
+  (:func:`~systems.memory.checkpointing.kept_groups_that_fit`); :func:`step_at` one depth and recipe of it.
 
 Times are ``triton.testing.do_bench`` means, as the handout's harness takes them (:func:`~systems.bench.timing.handout_ms`).
 FLOPs are :func:`systems.flops.step_flops`'s: causal attention's visible half, its backward 2.5× its forward.
@@ -307,22 +307,33 @@ def model_step(layers: Iterable[int], recipes: Iterable[Recipe] = (Recipe(), PLA
     first blocks only, as many as :func:`~systems.memory.checkpointing.kept_groups_that_fit` predicts from the
     peaks the same recipe reached at the depths it ran before (give the layers in increasing order) and
     ``capacity_gib`` (None: what the device can give), then one fewer at a time, ``tries`` times at most. Each try
-    is a row; ``kept_blocks`` says how many blocks kept attention's output through the backward."""
+    is a row; ``kept_blocks`` counts the blocks that kept attention's output. A (depth, recipe) is a :func:`step_at`."""
+    rows = pd.DataFrame()
+    for point in tqdm(list(product(layers, recipes)), desc="model step"):
+        more = step_at(point, rows, batch, cfg, dtype, rep, warmup, capacity_gib, tries)
+        rows = pd.DataFrame([*rows.to_dict("records"), *more.to_dict("records")])
+    return rows
+
+
+def step_at(point: tuple[int, Recipe], earlier: pd.DataFrame, batch: int = 2, cfg: ModelConfig = LEADERBOARD_2026,
+            dtype: torch.dtype = torch.bfloat16, rep: int = 3000, warmup: int = 1000, capacity_gib: float | None = None,
+            tries: int = 3) -> pd.DataFrame:
+    """:func:`model_step`'s rows for one ``(depth, recipe)``; ``earlier`` holds the rows of the points measured
+    before it, through whose peaks a retry's prediction draws its line."""
+    n, recipe = point
     if capacity_gib is None:
         capacity_gib = allocatable_bytes() / GIB
-    rows = []
-    for n, recipe in tqdm(list(product(layers, recipes)), desc="model step"):
-        reduced, attempt = replace(cfg, num_layers=n), recipe
-        for _ in range(1 + tries):
-            point = measure(lambda: _model(reduced, attempt, batch, dtype), rep=rep, warmup=warmup)
-            rows.append({"layers": n, "recipe": recipe.label, **vars(attempt), "kept_blocks": _kept(attempt, n),
-                         "batch": batch, **point, **achieved(step_flops(reduced, batch)["total"], point["ms"])})
-            if point["status"] != OOM or recipe.recompute != "keep_attention" or recipe.kept_groups is not None:
-                break
-            attempt = _fewer_kept(pd.DataFrame(rows), recipe, attempt, reduced, batch, dtype, capacity_gib)
-            if attempt is None:
-                break
-    return pd.DataFrame(rows)
+    reduced, attempt, rows, first = replace(cfg, num_layers=n), recipe, earlier.to_dict("records"), len(earlier)
+    for _ in range(1 + tries):
+        timed = measure(lambda: _model(reduced, attempt, batch, dtype), rep=rep, warmup=warmup)
+        rows.append({"layers": n, "recipe": recipe.label, **vars(attempt), "kept_blocks": _kept(attempt, n),
+                     "batch": batch, **timed, **achieved(step_flops(reduced, batch)["total"], timed["ms"])})
+        if timed["status"] != OOM or recipe.recompute != "keep_attention" or recipe.kept_groups is not None:
+            break
+        attempt = _fewer_kept(pd.DataFrame(rows), recipe, attempt, reduced, batch, dtype, capacity_gib)
+        if attempt is None:
+            break
+    return pd.DataFrame(rows[first:])
 
 
 def _kept(recipe: Recipe, layers: int) -> int:
