@@ -185,7 +185,7 @@ def execute(name: str, profile: str, into: str = "default", timeout_s: int | Non
         executed_notebook.unstamp(executed)
     else:
         executed.metadata["systems"] = provenance.stamp(profile)
-        reused = {part: when for part, when in resumable.recorded(stage.data_dir).items() if left.get(part) == when}
+        reused = resumable.read_back(left, resumable.recorded(stage.data_dir))
         if reused:
             executed.metadata["systems"]["resumed"] = reused
     if stage.data_dir is not None:

@@ -154,17 +154,27 @@ def _now() -> str:
 
 
 def recorded(data_dir: Path) -> dict[str, dict[str, str]]:
-    """Every measurement recorded in ``data_dir``: name -> when and at which commit it was measured."""
+    """Every measurement recorded in ``data_dir``: name -> when (its first point, for a sweep) and at which commit
+    it was measured, and for a sweep how many of its points are recorded."""
     folder = Path(data_dir) / RECORDS
     out = {}
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
         record = json.loads(path.read_text())
-        out[path.stem] = {"measured": record["measured"], "commit": record["commit"]}
+        points = {"points": str(len(record["points"]))} if "points" in record else {}
+        out[path.stem] = {"measured": record["measured"], "commit": record["commit"], **points}
     return out
+
+
+def read_back(before: dict[str, dict[str, str]], after: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """What a resumed run read back: the records left by the stopped run (``before``) that it kept (``after``),
+    each as it was before, so a sweep counts the points it read back and not those it went on to measure."""
+    same = lambda a, b: (a["measured"], a["commit"]) == (b["measured"], b["commit"])  # noqa: E731
+    return {part: was for part, was in before.items() if part in after and same(was, after[part])}
 
 
 def resumed_words(parts: dict[str, dict[str, str]]) -> str:
     """For a chapter's provenance line: which measurements a resumed run read back (its stamp's ``resumed``)."""
+    names = [f"{name}: {p['points']} of its points" if "points" in p else name for name, p in sorted(parts.items())]
     return (f"It went on from a run that stopped, reading back {len(parts)} measurement{'s' if len(parts) > 1 else ''} "
-            f"({', '.join(sorted(parts))}) made by the same code on the same machine from "
+            f"({', '.join(names)}) made by the same code on the same machine from "
             f"{min(p['measured'] for p in parts.values())}.")

@@ -199,6 +199,10 @@ def test_the_provenance_line_says_machine_date_commit_and_whether_the_source_mov
         "b": {"measured": "2026-11-25 05:40 UTC", "commit": "abc"}, "a": {"measured": "2026-11-25 05:34 UTC"}}}))
     assert ("It went on from a run that stopped, reading back 2 measurements (a, b) made by the same code on the same "
             "machine from 2026-11-25 05:34 UTC.") in resumed
+    swept = pipeline.provenance_line(_info(stamp=_info()["stamp"] | {"resumed": {
+        "steps": {"measured": "2026-11-25 05:40 UTC", "commit": "abc", "points": "9"}}}))
+    assert ("reading back 1 measurement (steps: 9 of its points) made by the same code on the same machine from "
+            "2026-11-25 05:40 UTC.") in swept
 
 
 def test_every_commit_the_book_names_is_in_this_history():
@@ -294,6 +298,31 @@ def test_a_stopped_run_resumes_without_measuring_again(tmp_path, monkeypatch):
     pipeline.execute("01_a", "full", resume=True)  # nothing stopped: nothing to resume from
     assert calls.read_text() == "xx"
     assert "resumed" not in nbformat.read(book["executed"] / "01_a.ipynb", as_version=4).metadata["systems"]
+
+
+def test_a_sweep_stopped_part_way_resumes_at_its_first_unfinished_point(tmp_path, monkeypatch):
+    book = _book(tmp_path, monkeypatch)
+    calls, stop = tmp_path / "calls", tmp_path / "stop"
+    stop.touch()
+    (book["notebooks"] / "01_a.py").write_text(CHAPTER + (
+        "import os\n"
+        "from systems.resumable import measured_sweep\n"
+        "def at(point, earlier):\n"
+        f"    open({str(calls)!r}, 'a').write(str(point))\n"
+        f"    if point == 2 and os.path.exists({str(stop)!r}):\n"
+        "        raise RuntimeError('the machine went away')\n"
+        "    return pd.DataFrame({'point': [point], 'earlier': [len(earlier)]})\n"
+        "swept = measured_sweep(data_dir, 'swept', at, range(4))\n"))
+    with pytest.raises(pipeline.ChapterFailed):
+        pipeline.execute("01_a", "full")
+    assert calls.read_text() == "012"
+    stop.unlink()
+    pipeline.execute("01_a", "full", resume=True)
+    assert calls.read_text() == "01223"  # points 0 and 1 read back
+    executed = nbformat.read(book["executed"] / "01_a.ipynb", as_version=4)
+    assert executed.metadata["systems"]["resumed"]["swept"]["points"] == "2"
+    table = pd.read_csv(book["data"] / "01_a" / "swept.csv")
+    assert table.point.tolist() == [0, 1, 2, 3] and table.earlier.tolist() == [0, 1, 2, 3]
 
 
 def test_a_full_commit_hash_is_cut_to_the_twelve_digits_the_pages_use(monkeypatch):
