@@ -1,5 +1,7 @@
 """The notebook pipeline: profile choice, provenance stamps, smoke runs kept out of the book."""
 
+from pathlib import Path
+
 import nbformat
 import pandas as pd
 import pytest
@@ -275,21 +277,28 @@ def test_a_run_timing_out_leaves_the_book_as_it_was(tmp_path, monkeypatch):
     assert (book["executed"] / "01_a.ipynb").read_bytes() == first
 
 
-def test_a_stopped_run_resumes_without_measuring_again(tmp_path, monkeypatch):
+def _stopped_once(tmp_path, monkeypatch, body) -> tuple[dict, Path]:
+    """A chapter ``body(calls, stop)`` that stops while the file ``stop`` exists, run until it stopped; the file it
+    counts its calls in. The stop is gone afterwards."""
     book = _book(tmp_path, monkeypatch)
     calls, stop = tmp_path / "calls", tmp_path / "stop"
     stop.touch()
-    (book["notebooks"] / "01_a.py").write_text(CHAPTER + (
-        "from systems.resumable import measured\n"
-        "def count(n):\n"
-        f"    open({str(calls)!r}, 'a').write('x')\n"
-        "    return pd.DataFrame({'n': [n, n + 1], 'ms': [1.5, float('nan')], 'status': ['ok', 'OOM']})\n"
-        "counted = measured(data_dir, 'counted', count, 3)\n\n"
-        f"# %%\nimport os\nif os.path.exists({str(stop)!r}):\n    raise RuntimeError('the machine went away')\n"))
+    (book["notebooks"] / "01_a.py").write_text(CHAPTER + body(repr(str(calls)), repr(str(stop))))
     with pytest.raises(pipeline.ChapterFailed):
         pipeline.execute("01_a", "full")
-    assert calls.read_text() == "x"
     stop.unlink()
+    return book, calls
+
+
+def test_a_stopped_run_resumes_without_measuring_again(tmp_path, monkeypatch):
+    book, calls = _stopped_once(tmp_path, monkeypatch, lambda calls, stop: (
+        "from systems.resumable import measured\n"
+        "def count(n):\n"
+        f"    open({calls}, 'a').write('x')\n"
+        "    return pd.DataFrame({'n': [n, n + 1], 'ms': [1.5, float('nan')], 'status': ['ok', 'OOM']})\n"
+        "counted = measured(data_dir, 'counted', count, 3)\n\n"
+        f"# %%\nimport os\nif os.path.exists({stop}):\n    raise RuntimeError('the machine went away')\n"))
+    assert calls.read_text() == "x"
     pipeline.execute("01_a", "full", resume=True)
     assert calls.read_text() == "x"  # read back, not measured again
     executed = nbformat.read(book["executed"] / "01_a.ipynb", as_version=4)
@@ -301,22 +310,16 @@ def test_a_stopped_run_resumes_without_measuring_again(tmp_path, monkeypatch):
 
 
 def test_a_sweep_stopped_part_way_resumes_at_its_first_unfinished_point(tmp_path, monkeypatch):
-    book = _book(tmp_path, monkeypatch)
-    calls, stop = tmp_path / "calls", tmp_path / "stop"
-    stop.touch()
-    (book["notebooks"] / "01_a.py").write_text(CHAPTER + (
+    book, calls = _stopped_once(tmp_path, monkeypatch, lambda calls, stop: (
         "import os\n"
         "from systems.resumable import measured_sweep\n"
         "def at(point, earlier):\n"
-        f"    open({str(calls)!r}, 'a').write(str(point))\n"
-        f"    if point == 2 and os.path.exists({str(stop)!r}):\n"
+        f"    open({calls}, 'a').write(str(point))\n"
+        f"    if point == 2 and os.path.exists({stop}):\n"
         "        raise RuntimeError('the machine went away')\n"
         "    return pd.DataFrame({'point': [point], 'earlier': [len(earlier)]})\n"
         "swept = measured_sweep(data_dir, 'swept', at, range(4))\n"))
-    with pytest.raises(pipeline.ChapterFailed):
-        pipeline.execute("01_a", "full")
     assert calls.read_text() == "012"
-    stop.unlink()
     pipeline.execute("01_a", "full", resume=True)
     assert calls.read_text() == "01223"  # points 0 and 1 read back
     executed = nbformat.read(book["executed"] / "01_a.ipynb", as_version=4)
