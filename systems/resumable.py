@@ -95,16 +95,14 @@ def measured(data_dir: str | Path | None, name: str | tuple[str, ...], measure: 
     if data_dir is None:
         return measure(*args, **kwargs)
     key = call_key(measure, args, kwargs)
-    record_path = Path(data_dir) / RECORDS / f"{names[0]}.json"
-    record = json.loads(record_path.read_text()) if record_path.is_file() else None
+    record_path, record = _record(data_dir, names[0])
     if record is not None and record["key"] == key:
         result = _decode(record["result"])
     else:
         result = measure(*args, **kwargs)
         record = {"key": key, "measured": _now(), "commit": provenance.git_commit(),
                   "result": _encode(result, names)}
-        record_path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomically(record_path, json.dumps(record), "measurement record")
+        _write(record_path, record)
     if "tables" in record["result"]:
         for table_name, table in zip(names, result if isinstance(result, tuple) else (result,)):
             report.save_table(table, data_dir, table_name)
@@ -124,8 +122,7 @@ def measured_sweep(data_dir: str | Path | None, name: str, measure_point: Callab
 
     points = list(points)
     key = call_key(measure_point, (points, *args), kwargs)
-    record_path = Path(data_dir) / RECORDS / f"{name}.json" if data_dir is not None else None
-    record = json.loads(record_path.read_text()) if record_path is not None and record_path.is_file() else None
+    record_path, record = _record(data_dir, name) if data_dir is not None else (None, None)
     if record is None or record["key"] != key or "points" not in record:
         record = {"key": key, "measured": None, "commit": provenance.git_commit(), "points": []}
     tables = [_decode(stored) for stored in record["points"]]
@@ -134,12 +131,22 @@ def measured_sweep(data_dir: str | Path | None, name: str, measure_point: Callab
         if record_path is not None:
             record["measured"] = record["measured"] or _now()
             record["points"].append(_encode(tables[-1], (name,)))
-            record_path.parent.mkdir(parents=True, exist_ok=True)
-            write_text_atomically(record_path, json.dumps(record), "measurement record")
+            _write(record_path, record)
     table = _joined(tables)
     if data_dir is not None:
         report.save_table(table, data_dir, name)
     return table
+
+
+def _record(data_dir: str | Path, name: str) -> tuple[Path, dict | None]:
+    """Where the measurement ``name`` is recorded, and its record if a run left one."""
+    path = Path(data_dir) / RECORDS / f"{name}.json"
+    return path, json.loads(path.read_text()) if path.is_file() else None
+
+
+def _write(path: Path, record: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomically(path, json.dumps(record), "measurement record")
 
 
 def _joined(tables: list) -> Any:
