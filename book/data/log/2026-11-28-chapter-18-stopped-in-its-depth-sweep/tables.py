@@ -1,12 +1,13 @@
-"""The log entry's tables, from the records beside this file and the chapter's published run (run from the
-repository root):
+"""The log entry's tables, from the records beside this file and the run the book published then, at f9f4ac6
+(run from the repository root):
     .venv/bin/python book/data/log/2026-11-28-chapter-18-stopped-in-its-depth-sweep/tables.py"""
 from pathlib import Path
 
 import pandas as pd
 
 here = Path(__file__).parent
-now, published = here / "chapter18_efc5776", Path("book/data/18_leaderboard_one_gpu")
+now = here / "chapter18_efc5776"
+published = here.parent / "2026-11-27-chapter-18-at-f9f4ac6" / "chapter18_f9f4ac6"
 
 
 def rows(name: str, keys: list[str]) -> pd.DataFrame:
