@@ -159,6 +159,8 @@ def test_the_chunk_words_find_the_largest_chunk_under_the_budget_and_the_recipe_
     said = words.keeping_words(blocks.assign(extra_gib=[1.0, 3.0, 2.0, 4.0, math.nan, 1.0]), ["ours", "plain"])
     assert said == ("Keeping attention's output instead of recomputing it, a block runs with ours, compiled 1 ms "
                     "faster (1 GiB less at the peak).")  # eager: "all" did not fit; plain: "all" alone
+    said = words.keeping_words(blocks.assign(extra_gib=[1.0, 3.0, 3.0, 4.0, math.nan, 1.0]), ["ours"])
+    assert said.endswith("compiled 1 ms faster (the same peak).")  # not "0 GiB more"
     assert words.keeping_words(blocks, ["plain"]) == "No block ran both ways here."
 
 

@@ -169,8 +169,10 @@ def keeping_words(blocks: pd.DataFrame, attentions: list[str]) -> str:
                            for r in ("all", "keep_attention"))
             if not (has(whole, "ms") and has(kept, "ms")):
                 continue
-            memory = (f" ({more_or_less(kept.extra_gib - whole.extra_gib, 'GiB')} at the peak)"
-                      if has(whole, "extra_gib") and has(kept, "extra_gib") else "")
+            memory = ""
+            if has(whole, "extra_gib") and has(kept, "extra_gib"):
+                more = kept.extra_gib - whole.extra_gib
+                memory = " (the same peak)" if abs(more) < 0.05 else f" ({more_or_less(more, 'GiB')} at the peak)"
             modes.append(f"{'compiled' if compiled else 'eager'} "
                          f"{more_or_less(kept.ms - whole.ms, more='slower', less='faster')}{memory}")
         if modes:
