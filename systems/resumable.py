@@ -30,8 +30,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from tqdm.auto import tqdm
-
 from systems import provenance
 from systems.files import write_text_atomically
 
@@ -118,6 +116,9 @@ def measured_sweep(data_dir: str | Path | None, name: str, measure_point: Callab
     exist, so a resumed run of the very same sweep reads back the points a stopped one finished and measures from
     the first it did not: a sweep longer than any one run can still finish, where :func:`measured` would start it
     over each time. The whole table is saved as ``data_dir/NAME.csv``."""
+    # imported here, not above: `make book` runs the pipeline, which imports this module, without pandas or tqdm
+    from tqdm.auto import tqdm
+
     from systems import report
 
     points = list(points)

@@ -81,6 +81,27 @@ def test_status_page_matches_the_executed_chapters(tmp_path):
     assert fresh == committed, "book/status.md is stale: run `python -m systems.pipeline status`"
 
 
+def test_the_book_command_runs_without_the_packages_it_does_not_install(tmp_path):
+    """`make book` installs requirements/book.txt and this package without its dependencies, then writes the status
+    page: the pipeline must import none of the dependencies pyproject.toml declares (torch, pandas, tqdm, ...)."""
+    import re
+    import subprocess
+    import sys
+
+    declared = re.search(r"^dependencies = \[(.*?)\]", (provenance.ROOT / "pyproject.toml").read_text(), re.S | re.M)
+    absent = sorted(name.lower().replace("-", "_") for name in re.findall(r'"([A-Za-z0-9_.-]+)', declared.group(1)))
+    assert {"torch", "pandas", "tqdm"} <= set(absent)
+    refuse = (f"import sys\nclass Absent:\n    def find_spec(self, name, path=None, target=None):\n"
+              f"        if name.split('.')[0] in {absent!r}:\n            raise ImportError('not installed: ' + name)\n"
+              f"sys.meta_path.insert(0, Absent())\n")
+    written = tmp_path / "status.md"
+    run = subprocess.run([sys.executable, "-c", refuse + f"from systems import pipeline\n"
+                          f"pipeline.write_status(__import__('pathlib').Path({str(written)!r}))"],
+                         capture_output=True, text=True, cwd=provenance.ROOT, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert written.read_text() == (pipeline.BOOK / "status.md").read_text()
+
+
 def test_executed_chapters_ran_on_what_they_require():
     """Full runs only; a GPU chapter on as many GPUs as it needs; an analysis chapter says it needs none."""
     for path in pipeline.EXECUTED.glob("*.ipynb"):
