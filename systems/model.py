@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from systems.attention import available, get_attention
 from systems.nvtx import annotate
-from systems.recompute import check_kept_groups, check_recompute, checkpointed_groups, run_blocks
+from systems.recompute import check_kept_groups, check_recompute, check_stored_groups, checkpointed_groups, run_blocks
 
 
 @dataclass(frozen=True)
@@ -253,21 +253,26 @@ class TransformerLM(nn.Module):
     ``torch.compile``, our Triton attention's), so the backward recomputes everything but the attention: more
     memory, less arithmetic. An attention the policy cannot see (:data:`systems.recompute.KEEPS_NOTHING`) is refused
     with a ValueError when the checkpointed blocks run. ``kept_groups=n`` keeps attention's outputs in the first n
-    checkpointed groups only and recomputes the others whole, for a model too deep to keep them everywhere."""
+    checkpointed groups only and recomputes the others whole, for a model too deep to keep them everywhere;
+    ``stored_groups=n`` runs the last n groups without checkpointing, for memory left over
+    (:func:`systems.recompute.run_blocks` says why the last)."""
 
     def __init__(self, cfg: ModelConfig, checkpoint_blocks: int | tuple[int, ...] = 0, recompute: str = "all",
-                 kept_groups: int | None = None):
+                 kept_groups: int | None = None, stored_groups: int = 0):
         super().__init__()
         levels = (checkpoint_blocks,) if isinstance(checkpoint_blocks, int) else tuple(checkpoint_blocks)
         levels = tuple(k for k in levels if k != 0)
         if any(not isinstance(k, int) or k < 0 for k in levels) or list(levels) != sorted(levels, reverse=True):
             raise ValueError(f"checkpoint_blocks must be a block count >= 0 or decreasing counts, got {checkpoint_blocks!r}")
         check_recompute(recompute)
-        check_kept_groups(kept_groups, recompute, checkpointed_groups(cfg.num_layers, levels[0] if levels else 0))
+        groups = checkpointed_groups(cfg.num_layers, levels[0] if levels else 0)
+        check_kept_groups(kept_groups, recompute, groups)
+        check_stored_groups(stored_groups, groups, kept_groups)
         self.cfg = cfg
         self.checkpoint_levels = levels
         self.recompute = recompute
         self.kept_groups = kept_groups
+        self.stored_groups = stored_groups
         self.token_embeddings = nn.Embedding(cfg.vocab_size, cfg.d_model)
         init_module(self.token_embeddings)
         # one rotary table for every block (the same positions everywhere): a table per block would cost
@@ -291,7 +296,8 @@ class TransformerLM(nn.Module):
         levels = self.checkpoint_levels if torch.is_grad_enabled() else ()
         if levels:  # the attention is known now: set_attention may have changed it since the constructor
             check_recompute(self.recompute, self.cfg.attention)
-        hidden = self.ln_final(run_blocks(self.layers, x, levels, self.recompute, self.kept_groups))  # (B, T, d)
+        hidden = self.ln_final(run_blocks(self.layers, x, levels, self.recompute, self.kept_groups,
+                                           self.stored_groups))  # (B, T, d)
         if targets is None:
             return self.lm_head(hidden)
         if self.cfg.fused_loss:

@@ -8,8 +8,11 @@ a recomputed group the next level does the same. ``recompute="keep_attention"`` 
 runs every operation of the group but attention; :func:`check_recompute` refuses it for an attention none of whose
 operations the policy can tell apart (:data:`KEEPS_NOTHING`). Kept outputs cost memory in every group at once, so
 ``kept_groups=n`` keeps them in the first n outer groups only and recomputes the others whole: a model too deep to
-keep attention everywhere keeps it where it fits. :mod:`systems.memory.checkpointing` says what each
-choice keeps and costs on paper; :class:`systems.model.TransformerLM` takes the same arguments.
+keep attention everywhere keeps it where it fits. ``stored_groups=n`` runs the last n outer groups without
+checkpointing, every activation stored for the backward, for memory left over: the last rather than the first,
+because the backward reaches them first and frees what they stored before any other group's recomputation adds its
+own. :mod:`systems.memory.checkpointing` says what each choice keeps and costs on paper;
+:class:`systems.model.TransformerLM` takes the same arguments.
 """
 
 from __future__ import annotations
@@ -70,18 +73,37 @@ def check_kept_groups(kept_groups: int | None, recompute: str, groups: int) -> N
                          f"recompute='keep_attention' keeps; got recompute={recompute!r}")
 
 
+def check_stored_groups(stored_groups: int, groups: int, kept_groups: int | None = None) -> None:
+    """A ValueError naming the problem where ``stored_groups`` is not a count of the ``groups`` outer checkpointed
+    groups, or where those last groups would overlap the first ``kept_groups``."""
+    if isinstance(stored_groups, bool) or not isinstance(stored_groups, int) or stored_groups < 0:
+        raise ValueError(f"stored_groups must be a count of checkpointed groups >= 0, got {stored_groups!r}")
+    if stored_groups and groups == 0:
+        raise ValueError(f"stored_groups={stored_groups} counts checkpointed groups to run without checkpointing, and "
+                         f"no block is checkpointed (checkpoint_blocks=0)")
+    if stored_groups > groups:
+        raise ValueError(f"stored_groups must be a count of checkpointed groups in [0, {groups}], got {stored_groups}")
+    if kept_groups is not None and kept_groups + stored_groups > groups:
+        raise ValueError(f"kept_groups={kept_groups} first and stored_groups={stored_groups} last groups overlap: "
+                         f"there are {groups}")
+
+
 def run_blocks(blocks: nn.ModuleList, x: torch.Tensor, levels: tuple[int, ...], recompute: str = "all",
-               kept_groups: int | None = None) -> torch.Tensor:
-    """The blocks in order; with ``levels``, each group of ``levels[0]`` blocks checkpointed, nesting the rest;
-    with ``recompute="keep_attention"``, the first ``kept_groups`` groups (all where None) keep attention's
-    output, the others are recomputed whole."""
+               kept_groups: int | None = None, stored_groups: int = 0) -> torch.Tensor:
+    """The blocks in order; with ``levels``, each group of ``levels[0]`` blocks checkpointed, nesting the rest,
+    but the last ``stored_groups`` groups, which run as they are; with ``recompute="keep_attention"``, the first
+    ``kept_groups`` groups (all where None) keep attention's output, the others are recomputed whole."""
     if not levels:
         for block in blocks:
             x = block(x)
         return x
     k, inner = levels[0], levels[1:]
     keep = {"context_fn": functools.partial(create_selective_checkpoint_contexts, _keep_attention)}
+    first_stored = checkpointed_groups(len(blocks), k) - stored_groups
     for group, start in enumerate(range(0, len(blocks), k)):
+        if group >= first_stored:
+            x = run_blocks(blocks[start:start + k], x, ())
+            continue
         kept = recompute == "keep_attention" and (kept_groups is None or group < kept_groups)
         x = checkpoint(run_blocks, blocks[start:start + k], x, inner, "keep_attention" if kept else "all",
                        use_reentrant=False, **(keep if kept else {}))

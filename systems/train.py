@@ -86,6 +86,8 @@ class TrainConfig:
     kept_groups: int | None = option("with keep_attention, keep attention's outputs in this many checkpointed "
                                      "groups (the first) and recompute the others whole (None: in every group)",
                                      default=None)
+    stored_groups: int = option("run the last this many checkpointed groups without checkpointing, every activation "
+                                "stored for the backward (for memory left over)", default=0)
     # optimisation
     global_batch_size: int = option("sequences per optimizer step, over all ranks and micro-batches", default=8)
     grad_accum: int = option("micro-batches per step on each rank", default=1)
@@ -179,7 +181,7 @@ class _Run:
         torch.manual_seed(cfg.seed)  # the same initial weights on every rank (the wrappers broadcast them anyway)
         with torch.device(self.device):
             self.model = TransformerLM(cfg.model, checkpoint_blocks=cfg.checkpoint_blocks, recompute=cfg.recompute,
-                                       kept_groups=cfg.kept_groups)
+                                       kept_groups=cfg.kept_groups, stored_groups=cfg.stored_groups)
         if ckpt:
             train_state.check_resumable(ckpt, cfg.resume, asdict(cfg), self.model, self.data.identity)
         bf16 = torch.bfloat16 if cfg.bf16 else None

@@ -22,7 +22,7 @@ import torch
 from systems.attention import unavailable
 from systems.model import parameter_count
 from systems.parallel import NAMES, SHARDED
-from systems.recompute import check_kept_groups, check_recompute, checkpointed_groups
+from systems.recompute import check_kept_groups, check_recompute, check_stored_groups, checkpointed_groups
 from systems.scaling.parallel import memory_per_device
 from systems.triton_interpreter import triton_unavailable
 
@@ -72,7 +72,9 @@ def check_settings(cfg: Any) -> None:
     if cfg.zero1 and cfg.wrapper in SHARDED:
         raise ValueError(f"--zero1 shards the optimizer state, which --wrapper {cfg.wrapper} shards already")
     check_recompute(cfg.recompute, cfg.model.attention if cfg.checkpoint_blocks else None)
-    check_kept_groups(cfg.kept_groups, cfg.recompute, checkpointed_groups(cfg.model.num_layers, cfg.checkpoint_blocks))
+    groups = checkpointed_groups(cfg.model.num_layers, cfg.checkpoint_blocks)
+    check_kept_groups(cfg.kept_groups, cfg.recompute, groups)
+    check_stored_groups(cfg.stored_groups, groups, cfg.kept_groups)
 
 
 def writable_folder(path: Path, what: str) -> None:

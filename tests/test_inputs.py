@@ -289,6 +289,9 @@ def test_keeping_an_attention_the_policy_cannot_see_is_refused(tmp_path):
 
 @pytest.mark.parametrize("args, words", [
     (["--kept-groups", "99"], "in [0, "), (["--kept-groups", "1", "--recompute", "all"], "recompute='keep_attention'"),
+    (["--stored-groups", "99"], "stored_groups must be a count of checkpointed groups in [0, "),
+    (["--stored-groups", "-1"], "stored_groups must be a count of checkpointed groups >= 0, got -1"),
+    (["--kept-groups", "1", "--stored-groups", "2"], "overlap"),
 ])
 def test_kept_groups_that_name_no_checkpointed_groups_are_refused(tmp_path, args, words):
     log = tmp_path / "log.jsonl"

@@ -77,11 +77,21 @@ def test_the_command_that_runs_it_on_two_gpus_runs_on_two_processes(tmp_path):
     out = tmp_path / "step.json"
     torchrun = Path(sys.executable).parent / "torchrun"
     run = subprocess.run([str(torchrun), "--nproc_per_node", "2", "-m", "systems.bench.leaderboard_step", "--toy",
-                          "--sharding", "fsdp2", "--rep", "1", "--warmup", "0", "--json", str(out)],
+                          "--sharding", "fsdp2", "--recompute", "keep_attention", "--stored-blocks", "1", "--rep", "1",
+                          "--warmup", "0", "--json", str(out)],
                          env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     (row,) = json.loads(out.read_text())
     assert row["sharding"] == "fsdp2" and row["layers"] == whole.TOY.num_layers and row["ms"] > 0
+    assert row["stored_groups"] == 1 and "recompute keep_attention, the last 1 stored," in row["recipe"]
+
+
+@pytest.mark.parametrize("args, words", [(["--stored-blocks", "3"], r"in [0, 2], got 3"),
+                                         (["--stored-blocks", "1", "--recompute", "none"], "no block is checkpointed")])
+def test_stored_blocks_the_model_does_not_checkpoint_are_refused_before_any_process_starts(args, words):
+    run = subprocess.run([sys.executable, "-m", "systems.bench.leaderboard_step", "--toy", *args],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "--stored-blocks: " in run.stderr and words in run.stderr
 
 
 def test_the_command_outside_torchrun_says_how_to_start_it():
@@ -273,6 +283,12 @@ def test_a_recipe_keeping_attention_in_some_blocks_builds_that_model_and_its_swa
         assert model.kept_groups == (1 if recipe.recompute == "keep_attention" else None)
     step = parts.model_step([2], [replace(ours, compiled=False)], cfg=TINY, dtype=torch.float32, rep=1, warmup=1)
     assert step.status.tolist() == ["ok"] and step.kept_groups.tolist() == [1]
+    stored = replace(ours, kept_groups=0, stored_groups=1, compiled=False)  # the last block stores everything
+    assert "recompute keep_attention in 0 blocks, the last 1 stored," in stored.label
+    with torch.device("meta"):
+        assert stored.model(TINY).stored_groups == 1
+    step = parts.model_step([2], [stored], cfg=TINY, dtype=torch.float32, rep=1, warmup=1)
+    assert step.status.tolist() == ["ok"] and step.kept_blocks.tolist() == [1] and step.stored_groups.tolist() == [1]
 
 
 def test_the_kept_blocks_that_fit_come_from_a_line_through_the_shallower_depths():

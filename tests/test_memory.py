@@ -152,6 +152,44 @@ def test_keeping_attention_in_the_first_groups_only_recomputes_it_in_the_others(
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("recompute, kept_groups, stored_groups", [("all", None, 0), ("all", None, 1), ("all", None, 4),
+                                                                    ("keep_attention", 1, 1), ("keep_attention", 2, 2),
+                                                                    ("keep_attention", None, 3)])
+def test_stored_groups_are_the_last_and_run_once_with_the_same_gradients(recompute, kept_groups, stored_groups):
+    tokens = torch.randint(0, 61, (3, 12))
+    plain = tiny(num_heads=2)
+    plain.set_attention("sdpa")
+    want = gradients(plain, tokens)
+    model = tiny(num_heads=2, checkpoint_blocks=1, recompute=recompute, kept_groups=kept_groups,
+                 stored_groups=stored_groups)
+    model.set_attention("sdpa")
+    calls = [0] * len(model.layers)
+    for i, block in enumerate(model.layers):
+        block.register_forward_pre_hook(lambda *_, i=i: calls.__setitem__(i, calls[i] + 1))
+    with OpCounts() as ops:
+        got = gradients(model, tokens)
+    stored = list(range(4 - stored_groups, 4))
+    assert calls == [1 if i in stored else 2 for i in range(4)]  # a checkpointed block runs again in the backward
+    kept = 0 if recompute == "all" else 4 - stored_groups if kept_groups is None else kept_groups
+    runs = sum(n for op, n in ops.counts.items() if op in ATTENTION_OPS)
+    assert runs == 4 + (4 - stored_groups - kept)  # attention again only where its group is recomputed whole
+    for a, b in zip(want, got):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(checkpoint_blocks=1, stored_groups=5), r"in \[0, 4\], got 5"),
+    (dict(checkpoint_blocks=2, stored_groups=3), r"in \[0, 2\], got 3"),
+    (dict(checkpoint_blocks=1, stored_groups=-1), r"got -1"),
+    (dict(checkpoint_blocks=1, stored_groups=True), r"got True"),
+    (dict(stored_groups=1), r"no block is checkpointed"),
+    (dict(checkpoint_blocks=1, recompute="keep_attention", kept_groups=3, stored_groups=2), r"overlap: there are 4"),
+])
+def test_stored_groups_that_are_no_count_of_checkpointed_groups_are_refused(kw, words):
+    with pytest.raises(ValueError, match=words):
+        tiny(**kw)
+
+
 @pytest.mark.parametrize("kw, words", [
     (dict(checkpoint_blocks=1, recompute="keep_attention", kept_groups=5), r"in \[0, 4\], got 5"),
     (dict(checkpoint_blocks=2, recompute="keep_attention", kept_groups=3), r"in \[0, 2\], got 3"),

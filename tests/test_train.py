@@ -121,6 +121,12 @@ def test_resume_continues_the_same_curve_exactly(tmp_path, zero1):
     assert set(ckpt["optimizer"]["state"]) == set(range(len(ckpt["model"])))  # full (consolidated) state
 
 
+def test_recomputing_blocks_or_storing_the_last_follows_the_same_curve():
+    plain = losses(train(cfg()))
+    assert losses(train(cfg(checkpoint_blocks=1, recompute="keep_attention", stored_groups=1))) == plain
+    assert losses(train(cfg(checkpoint_blocks=1, stored_groups=2))) == plain  # every group stored: none recomputed
+
+
 def test_resume_refuses_another_model(tmp_path):
     train(cfg(max_steps=1, checkpoint_dir=str(tmp_path)))
     with pytest.raises(ValueError, match="d_model"):

@@ -223,6 +223,7 @@ class Recipe:
     recompute: str = "all"  # of every block: "none", "all" or "keep_attention"
     compiled: bool = True
     kept_groups: int | None = None  # with keep_attention, the first blocks that keep attention's output (None: all)
+    stored_groups: int = 0  # the last blocks, not checkpointed: every activation stored
 
     def model(self, cfg: ModelConfig) -> TransformerLM:
         """The model of ``cfg`` as this recipe runs it (its attention and loss, each block recomputed or not), built
@@ -231,12 +232,12 @@ class Recipe:
         kept = self.recompute == "none"
         return TransformerLM(replace(cfg, attention=self.attention, fused_loss=self.fused_loss),
                              checkpoint_blocks=0 if kept else 1, recompute="all" if kept else self.recompute,
-                             kept_groups=self.kept_groups)
+                             kept_groups=self.kept_groups, stored_groups=self.stored_groups)
 
     @property
     def label(self) -> str:
-        n = self.kept_groups
-        kept = "" if n is None else f" in {n} block{'' if n == 1 else 's'}"
+        n, s = self.kept_groups, self.stored_groups
+        kept = ("" if n is None else f" in {n} block{'' if n == 1 else 's'}") + (f", the last {s} stored" if s else "")
         return (f"{self.attention}, loss {'fused' if self.fused_loss else 'unfused'}, "
                 f"AdamW {'ours' if self.fused_adamw else 'torch fused'}, recompute {self.recompute}{kept}, "
                 f"{'compiled' if self.compiled else 'eager'}")
@@ -337,12 +338,11 @@ def step_at(point: tuple[int, Recipe], earlier: pd.DataFrame, batch: int = 2, cf
 
 
 def _kept(recipe: Recipe, layers: int) -> int:
-    """How many of the ``layers`` blocks keep attention's output through the backward under ``recipe``."""
-    if recipe.recompute == "all":
-        return 0
+    """How many of the ``layers`` blocks keep attention's output through the backward under ``recipe`` (the stored
+    ones too)."""
     if recipe.recompute == "keep_attention" and recipe.kept_groups is not None:
-        return recipe.kept_groups
-    return layers  # keep_attention in every block, or nothing recomputed
+        return recipe.kept_groups + recipe.stored_groups
+    return recipe.stored_groups if recipe.recompute == "all" else layers  # kept in every block, or none recomputed
 
 
 def _fewer_kept(rows: pd.DataFrame, recipe: Recipe, failed: Recipe, cfg: ModelConfig, batch: int,

@@ -41,7 +41,7 @@ from systems.device import is_oom, local_device, synchronize, timed
 from systems.flops import mfu, step_flops
 from systems.model import LEADERBOARD_2026, ModelConfig
 from systems.parallel import TrainStep, wrap
-from systems.recompute import RECOMPUTE
+from systems.recompute import RECOMPUTE, check_stored_groups
 
 SHARDINGS = ("fsdp2", "fsdp")
 # a model of the leaderboard's shape at a size two CPU processes run in seconds
@@ -160,6 +160,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p.add_argument("--recompute", choices=("none", *RECOMPUTE), default="all",
                    help="how each block is recomputed in the backward (chapter 18's block table says which is faster "
                         "for an attention)")
+    p.add_argument("--stored-blocks", type=integer(0), default=0,
+                   help="the last blocks run without recomputation, every activation stored (memory left over)")
     p.add_argument("--layers", type=integer(1), default=None, help="blocks of the model (default: all of them)")
     p.add_argument("--batch", type=integer(1), default=2)
     p.add_argument("--rep", type=integer(1), default=30_000, help="ms of timed steps (the handout's do_bench rep)")
@@ -171,12 +173,16 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     a = p.parse_args(argv)
     base = TOY if a.toy else LEADERBOARD_2026
     cfg = replace(base, num_layers=a.layers or base.num_layers)
+    try:
+        check_stored_groups(a.stored_blocks, 0 if a.recompute == "none" else cfg.num_layers)
+    except ValueError as exc:
+        p.error(f"--stored-blocks: {exc}")
     with sdist.group_from_environment():
         if not dist.is_initialized():
             p.error("start it with torchrun (torchrun --nproc_per_node N -m systems.bench.leaderboard_step ...)")
         # (asking whether our Hopper kernel runs builds it: a plain run does not ask)
         recipe = PLAIN if a.plain else Recipe(attention=our_attention(cfg, local_device()))
-        recipe = on_this_machine(replace(recipe, recompute=a.recompute))
+        recipe = on_this_machine(replace(recipe, recompute=a.recompute, stored_groups=a.stored_blocks))
         rows = [leaderboard_step(cfg, recipe, sharding, a.batch, a.rep, a.warmup, a.trace) for sharding in a.sharding]
         if dist.get_rank() == 0:
             text = json.dumps(rows, indent=1, default=str)
