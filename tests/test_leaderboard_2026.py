@@ -24,6 +24,7 @@ from systems.bench import leaderboard_2026 as parts
 from systems.bench import leaderboard_step as whole
 from systems.memory.checkpointing import kept_attention_bytes, kept_groups_that_fit
 from systems.model import LEADERBOARD_2026
+from systems.recompute import check_stored_groups
 
 TINY = replace(LEADERBOARD_2026, vocab_size=300, context_length=32, d_model=64, d_ff=96, num_heads=4, num_layers=2)
 
@@ -356,6 +357,17 @@ def test_a_step_that_keeps_attention_everywhere_and_does_not_fit_tries_fewer_kep
     assert named.status.tolist() == ["OOM"]
     few = parts.model_step([2, 4, 8, 12], [ours], cfg=TINY, capacity_gib=30.0, tries=1)
     assert few.status.tolist() == ["ok", "ok", "ok", "OOM", "OOM"]
+
+
+def test_the_retries_of_a_step_that_stores_its_last_blocks_count_them_among_those_keeping_attention(monkeypatch):
+    a_30_gib_gpu(monkeypatch)
+    tries = parts.model_step([2, 4, 8, 12], [replace(OURS_KEEPING, stored_groups=2)], cfg=TINY, capacity_gib=30.0)
+    # the peaks of the recipe that stores nothing (the mock counts a stored block as one keeping attention): the
+    # same tries, each keeping it in 2 groups fewer, since the last 2 keep it already
+    assert tries.kept_blocks.tolist() == [2, 4, 8, 12, 10, 9, 8] and tries.status.tolist()[-1] == "ok"
+    assert tries.kept_groups.tolist()[-3:] == [8, 7, 6]
+    for kept in tries.kept_groups.dropna():  # every try is a model that can be built
+        check_stored_groups(2, 12, int(kept))
 
 
 def test_the_step_swept_point_by_point_and_resumed_retries_as_the_whole_sweep_does(monkeypatch, tmp_path):

@@ -347,14 +347,15 @@ def _kept(recipe: Recipe, layers: int) -> int:
 
 def _fewer_kept(rows: pd.DataFrame, recipe: Recipe, failed: Recipe, cfg: ModelConfig, batch: int,
                 dtype: torch.dtype, capacity_gib: float) -> Recipe | None:
-    """The next try after ``failed`` ran out of memory: the prediction after every block kept it, then one block
-    fewer; None where there is nothing left to try (no prediction, or none kept)."""
+    """The next try after ``failed`` ran out of memory: the prediction after every block kept it (less the stored
+    blocks: they keep it too), then one block fewer; None where nothing is left to try (no prediction, none kept)."""
     n = cfg.num_layers
     if failed.kept_groups is None:
         ran = rows[(rows.recipe == recipe.label) & (rows.status == "ok") & (rows.kept_blocks == rows.layers)]
         per_block = kept_attention_bytes(batch, cfg.context_length, cfg.d_model, cfg.num_heads,
                                          torch.finfo(dtype).bits // 8) / GIB
         kept = kept_groups_that_fit(ran.layers, ran.peak_gib, n, capacity_gib, per_block)
+        kept = None if kept is None else kept - recipe.stored_groups
     else:
         kept = failed.kept_groups - 1
     return None if kept is None or kept < 0 else replace(recipe, kept_groups=kept)
