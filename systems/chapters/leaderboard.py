@@ -21,6 +21,7 @@ from systems.scaling.simulate import Cluster
 
 GIB, PFLOP = 2**30, 1e15
 CLASS_BEST_MS = 6199  # the Spring 2026 class leaderboard's best step, two B200s (published, not measured here)
+SAME_GIB = 0.05  # two memory figures closer than this (about 50 MiB) are "the same" in words
 
 
 def value(row: pd.Series | None, column: str, spec: str, unit: str = "") -> str:
@@ -172,7 +173,7 @@ def keeping_words(blocks: pd.DataFrame, attentions: list[str]) -> str:
             memory = ""
             if has(whole, "extra_gib") and has(kept, "extra_gib"):
                 more = kept.extra_gib - whole.extra_gib
-                memory = " (the same peak)" if abs(more) < 0.05 else f" ({more_or_less(more, 'GiB')} at the peak)"
+                memory = " (the same peak)" if abs(more) < SAME_GIB else f" ({more_or_less(more, 'GiB')} at the peak)"
             modes.append(f"{'compiled' if compiled else 'eager'} "
                          f"{more_or_less(kept.ms - whole.ms, more='slower', less='faster')}{memory}")
         if modes:
@@ -284,7 +285,7 @@ def technique_words(steps: pd.DataFrame, full: str, plain: str, memory: str | No
         held = ""
         if memory and has(row, memory) and has(base, memory):
             more = row[memory] - base[memory]
-            held = ", the same memory" if abs(more) < 0.05 else f", {more_or_less(more, unit='GiB')}"
+            held = ", the same memory" if abs(more) < SAME_GIB else f", {more_or_less(more, unit='GiB')}"
         said.append(f"with {_swap(row, base)} the step is {ratio_words(row, base)}{held}")
     return ("One technique at a time, against ours: " + "; ".join(said) + ".") if said else ""
 
