@@ -35,6 +35,7 @@ from systems.attention.flash_triton import FlashAttentionTriton, FlashConfig, Ti
 from systems.triton_interpreter import INTERPRET
 from systems.attention.flash_triton.launch import one_pass_eligible as _one_pass
 from systems.attention.flash_triton.layouts import tma_ready as _tma_ready
+from systems.attention.flash_triton.keys import head_dim_blocks
 from systems.attention.flash_triton.tiles import CANDIDATES, default_tiles
 
 APPLY = FlashAttentionTriton.apply
@@ -69,7 +70,9 @@ CASES = [  # batch dims, Nq, Nk, d, tiles
     ((1, 2), 100, 17, 64, "q32_k16"),  # more queries than keys
     ((1, 2), 100, 100, 32, "q32_k16"),
     ((2,), 64, 64, 128, "q16_k32"),  # lengths that are multiples of the tiles: the unmasked fast path
-    ((2,), 33, 40, 48, "q32_k16"),  # head dim padded to a 64-wide block
+    ((2,), 33, 40, 40, "q32_k16"),  # head dim padded to a 64-wide block
+    ((2,), 33, 40, 48, "q32_k16"),  # head dim as two blocks, 32 + 16 columns
+    ((1, 2), 50, 70, 80, "q16_k32"),  # 64 + 16, the 2.7B model's head dim
     ((2,), 50, 70, 16, None),  # the default (untuned) tiles
 ]
 
@@ -97,6 +100,21 @@ def test_causal_optimisations_off_give_the_same_result(off):
     check_against_reference(with_config(config), q, k, v, True, tol(torch.float32))
 
 
+@pytest.mark.parametrize("d", [48, 80, 96])
+def test_split_head_dim_off_pads_and_agrees(d):
+    # the same head dims padded to one power-of-two block instead of split into two: both must match
+    q, k, v = make_qkv((1, 2), 40, 33, d)
+    check_against_reference(with_config(FlashConfig(**MIXED_TILES, split_head_dim=False)), q, k, v, True,
+                            tol(torch.float32))
+
+
+def test_head_dim_blocks():
+    # two blocks only where both are powers of two and the smaller is at least 16 (a product's least operand width)
+    assert [head_dim_blocks(d) for d in (16, 40, 48, 64, 80, 96, 112, 128, 160)] == [
+        (16, 0), (64, 0), (32, 16), (64, 0), (64, 16), (64, 32), (128, 0), (128, 0), (128, 32)]
+    assert head_dim_blocks(80, split=False) == (128, 0)
+
+
 @pytest.mark.parametrize("is_causal", [False, True])
 @pytest.mark.parametrize("group", [1, 2, 3, 6])
 def test_every_head_group_size_covers_each_tile_and_head_once(group, is_causal):
@@ -110,7 +128,7 @@ def test_every_head_group_size_covers_each_tile_and_head_once(group, is_causal):
 
 
 @pytest.mark.parametrize("is_causal", [False, True])
-@pytest.mark.parametrize("n_q,n_k,d", [(70, 50, 32), (33, 100, 48), (100, 17, 64)])
+@pytest.mark.parametrize("n_q,n_k,d", [(70, 50, 32), (33, 100, 48), (100, 17, 64), (40, 33, 96)])
 def test_tensor_descriptors(n_q, n_k, d, is_causal):
     # The copy engine zero-fills past the sequence and the head dim; nothing else masks those loads.
     config = FlashConfig(**MIXED_TILES, tma=True)
@@ -121,7 +139,7 @@ def test_tensor_descriptors(n_q, n_k, d, is_causal):
 
 @pytest.mark.parametrize("tma", [False, True])
 @pytest.mark.parametrize("is_causal", [False, True])
-@pytest.mark.parametrize("n_q,n_k,d", [(70, 50, 32), (33, 100, 20), (100, 17, 64)])
+@pytest.mark.parametrize("n_q,n_k,d", [(70, 50, 32), (33, 100, 20), (100, 17, 64), (40, 33, 80)])
 def test_single_pass_backward_with_atomic_dq(n_q, n_k, d, is_causal, tma):
     # dQ summed by atomic adds in the dK/dV pass (the interpreter has no bulk reductions: with tma only the
     # loads go through descriptors there); query rows past the end must add nothing
@@ -269,7 +287,7 @@ def test_gpu_long_sequences(dtype, d, is_causal):
 @pytest.mark.gpu
 @GPU
 @pytest.mark.parametrize("n_q,n_k", [(1000, 3000), (3000, 1000), (777, 777)])
-@pytest.mark.parametrize("d", [16, 32, 48, 96])
+@pytest.mark.parametrize("d", [16, 32, 48, 80, 96])
 def test_gpu_ragged_and_rectangular(n_q, n_k, d):
     q, k, v = make_qkv((2, 3), n_q, n_k, d, dtype=torch.bfloat16)
     check_against_reference(UNTUNED, q, k, v, True, tol(torch.bfloat16))
@@ -277,7 +295,7 @@ def test_gpu_ragged_and_rectangular(n_q, n_k, d):
 
 @pytest.mark.gpu
 @GPU
-@pytest.mark.parametrize("d", [64, 96])
+@pytest.mark.parametrize("d", [64, 80, 96])
 def test_gpu_tensor_descriptors(d):
     q, k, v = make_qkv((2, 3), 1000, 3000, d, dtype=torch.bfloat16)
     check_against_reference(with_config(FlashConfig(autotune=False, tma=True)), q, k, v, True, tol(torch.bfloat16))
@@ -368,9 +386,9 @@ def _compile_for_sm90(kind, dtype, d, is_causal, tma=False, atomic_dq=False, unm
 
     kernel_name, even = KERNELS[kind]
     fn = getattr(kernels, kernel_name)
-    block_d = max(16, triton.next_power_of_2(d))
-    tiles = default_tiles(kind, block_d, ELEMENT_BYTES[dtype])
-    consts = dict(HEAD_DIM=d, BLOCK_D=block_d, CAUSAL=is_causal, SKIP_MASKED=True, SPLIT_DIAGONAL=True,
+    block_d, tail_d = head_dim_blocks(d)
+    tiles = default_tiles(kind, block_d + tail_d, ELEMENT_BYTES[dtype])
+    consts = dict(HEAD_DIM=d, BLOCK_D=block_d, TAIL_D=tail_d, CAUSAL=is_causal, SKIP_MASKED=True, SPLIT_DIAGONAL=True,
                   BLOCK_Q=tiles.block_q, BLOCK_K=tiles.block_k, TMA=tma, **{even: False})
     if kind == "dkdv":
         consts.update(UNMASKED_FIRST=unmasked_first, ATOMIC_DQ=atomic_dq, REDUCE_TMA=atomic_dq and tma)
@@ -393,7 +411,8 @@ def test_kernels_compile_for_sm90(tmp_path):
     # The 16-bit dtypes are the fast path: their default tiles must run without spilling registers and
     # with asynchronous products. fp32 (TF32 products) only has to compile: its operands take twice the
     # registers, and at head dim 128 every candidate that fits in shared memory spills.
-    shapes = [("bf16", 64, True), ("bf16", 128, True), ("bf16", 32, False), ("bf16", 96, False), ("fp32", 48, False)]
+    shapes = [("bf16", 64, True), ("bf16", 128, True), ("bf16", 32, False), ("bf16", 96, False), ("bf16", 80, True),
+              ("fp32", 48, False)]
     for kind, (dtype, d, is_causal) in product(KERNELS, shapes):
         where = f"{kind} {dtype} d={d} causal={is_causal}"
         ptx = _compile_for_sm90(kind, dtype, d, is_causal)
@@ -410,7 +429,7 @@ def test_kernels_compile_for_sm90(tmp_path):
         assert ptxas_report(ptx, tmp_path) == (0, False), f"{kind} with fp64 scales"
         fp64 = [line.strip() for line in ptx.splitlines() if ".f64" in line]
         assert all(line.startswith((".param", "ld.param", "cvt.rn.f32.f64")) for line in fp64), f"{kind}: {fp64}"
-    for kind, d in product(KERNELS, (64, 128)):
+    for kind, d in product(KERNELS, (64, 80, 128)):
         ptx = _compile_for_sm90(kind, "bf16", d, True, tma=True)
         assert "cp.async.bulk.tensor" in ptx, (kind, d)  # the streamed tiles through the copy engine
         assert ptxas_report(ptx, tmp_path) == (0, False), (kind, d)

@@ -135,7 +135,7 @@ def backward_hopper(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.
     pre_rows = 64
     triton_kernels.flash_bwd_preprocess_kernel[(triton.cdiv(n_q, pre_rows), B * H)](
         o4, do4, delta, delta, *o4.stride(), *do4.stride(), H, n_q, scale, HEAD_DIM=d, BLOCK_D=d, BLOCK_Q=pre_rows,
-        ZERO_DQ=False)
+        ZERO_DQ=False, DQ_WIDTH=0)
     triton.set_allocator(_scratch)
     L4 = L.reshape(B, H, n_q)
     inputs = (q4, k4, v4, do4, L4, delta)

@@ -53,7 +53,7 @@ struct Launch {
 
 struct Plan {
   bool one_pass;    // backward: dQ added up in fp32 in the dK/dV pass (then copied out of its padded buffer)
-  int64_t block_d;  // backward: the padded head dim of that buffer
+  int64_t block_d;  // backward: the row width of that buffer (the head dim, or its padded block)
   std::vector<Launch> launches;
 };
 

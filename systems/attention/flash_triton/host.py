@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from systems.attention.flash_triton import keys, launch, replay
+from systems.attention.flash_triton import launch, replay
 from systems.attention.flash_triton.layouts import outputs
 from systems.attention.flash_triton.tiles import DEFAULT
 from systems.triton_interpreter import INTERPRET
@@ -47,12 +47,13 @@ def forward_first(q, k, v, is_causal: bool) -> tuple[torch.Tensor, torch.Tensor,
 def backward_first(q, k, v, o, do, L, is_causal: bool
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The first backward of a layout, launched from Python: dQ, dK, dV and the plan for the calls after it."""
-    (dq, dk, dv), launched, _, one_pass = launch.first_backward(q, k, v, o, do, L, is_causal, DEFAULT)
-    return dq, dk, dv, encode_plan(launched, BACKWARD_TENSORS, one_pass, keys.block_d(q.shape[-1]))
+    (dq, dk, dv), launched, buffers, one_pass = launch.first_backward(q, k, v, o, do, L, is_causal, DEFAULT)
+    return dq, dk, dv, encode_plan(launched, BACKWARD_TENSORS, one_pass, buffers["dq_acc"].shape[-1])
 
 
 def encode_plan(launches, order: tuple[str, ...], one_pass: bool = False, block_d: int = 0) -> torch.Tensor:
-    """The plan host.cpp's ``decode`` reads, as int64s: ``one_pass, block_d, len(launches)``, then per launch its
+    """The plan host.cpp's ``decode`` reads, as int64s: ``one_pass, block_d`` (the dQ accumulator's row width),
+    ``len(launches)``, then per launch its
     CUfunction, grid (x, y, z), warps, shared bytes, global scratch bytes per program, the number of parameters and
     (kind, value) for each, a tensor's value being its index in ``order``. Empty, so that nothing is remembered,
     where a launch tuned tiles instead (the next call launches the chosen ones), a launch hook is set, or a kernel

@@ -17,7 +17,7 @@ import triton
 
 from systems.attention.flash_triton.tiles import FlashConfig, head_group
 
-TUNE_KEY = ("Q_BUCKET", "K_BUCKET", "HEAD_DIM", "CAUSAL", "SKIP_MASKED", "SPLIT_DIAGONAL", "UNMASKED_FIRST", "TMA",
+TUNE_KEY = ("Q_BUCKET", "K_BUCKET", "HEAD_DIM", "TAIL_D", "CAUSAL", "SKIP_MASKED", "SPLIT_DIAGONAL", "UNMASKED_FIRST", "TMA",
             "ATOMIC_DQ")
 
 
@@ -51,13 +51,33 @@ def block_d(d: int) -> int:
     return max(16, triton.next_power_of_2(int(d)))
 
 
+def head_dim_blocks(d: int, split: bool = True) -> tuple[int, int]:
+    """The head dim's column blocks (BLOCK_D, TAIL_D), widths a tile may have (powers of two). With ``split``, a
+    d that is the sum of two powers of two, the smaller at least 16 (the least width of a tensor-core product's
+    operand), is two blocks: 80 = 64 + 16, 96 = 64 + 32, 48 = 32 + 16, every product then taken in two parts
+    over exactly d columns. Otherwise one block padded with zeros past d, TAIL_D = 0 (80 is padded to 128: 60 %
+    more work in every product)."""
+    d = int(d)
+    padded = block_d(d)
+    tail = d - padded // 2
+    if split and padded != d and tail >= 16 and tail == triton.next_power_of_2(tail):
+        return padded // 2, tail
+    return padded, 0
+
+
+def row_width(d: int, split: bool = True) -> int:
+    """The columns a program computes per row: d where it splits, else its padded block."""
+    return sum(head_dim_blocks(d, split))
+
+
 def meta(q: torch.Tensor, k: torch.Tensor, is_causal: bool, cfg: FlashConfig) -> dict:
     """The launch arguments every kernel takes from the shapes and switches (lengths as they are: symbolic ones stay
     symbolic run-time arguments)."""
     _, H, n_q, d = q.shape
     d = int(d)
+    main, tail = head_dim_blocks(d, cfg.split_head_dim)
     return dict(H=H, N_QUERIES=n_q, N_KEYS=k.shape[2], Q_BUCKET=bucket(n_q), K_BUCKET=bucket(k.shape[2]),
-                HEAD_DIM=d, BLOCK_D=block_d(d), CAUSAL=is_causal,
+                HEAD_DIM=d, BLOCK_D=main, TAIL_D=tail, CAUSAL=is_causal,
                 SKIP_MASKED=cfg.skip_masked_tiles, SPLIT_DIAGONAL=cfg.split_diagonal)
 
 
@@ -77,4 +97,5 @@ def heads_per_group(cfg: FlashConfig, streamed: torch.Tensor, batch_heads) -> in
     """``cfg.head_group``, else as many heads as keep ``streamed``'s rows (and a second tensor's) in L2."""
     if cfg.head_group is not None:
         return min(cfg.head_group, hint(batch_heads))
-    return head_group(hint(streamed.shape[2]), block_d(streamed.shape[3]), streamed.element_size(), hint(batch_heads))
+    return head_group(hint(streamed.shape[2]), row_width(streamed.shape[3], cfg.split_head_dim),
+                      streamed.element_size(), hint(batch_heads))

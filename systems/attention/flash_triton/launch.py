@@ -42,12 +42,12 @@ def _launch(kind: str, tiles: Tiles | None, autotune: bool, rows: int, batch_hea
                 tuning.tune(kind, key, rows, batch_heads, tuple(real_like(a) for a in args), meta)
             tiles = tuning.CHOSEN[key]
         elif tiles is None and traced:
-            tiles = default_tiles(kind, meta["BLOCK_D"], args[0].element_size())
+            tiles = default_tiles(kind, meta["BLOCK_D"] + meta["TAIL_D"], args[0].element_size())
         elif tiles is None:  # tune (or read the tuning from disk) and launch; remember the choice
             tuning.tune(kind, key, rows, batch_heads, args, meta)
             return None
     elif tiles is None:
-        tiles = default_tiles(kind, meta["BLOCK_D"], args[0].element_size())
+        tiles = default_tiles(kind, meta["BLOCK_D"] + meta["TAIL_D"], args[0].element_size())
     if INTERPRET:
         patch_interpreter()  # the CPU interpreter needs two fixes (:mod:`systems.triton_interpreter`)
     flag, length, tile = tuning.EVEN[kind]
@@ -96,7 +96,7 @@ def backward(q, k, v, o, do, L, is_causal: bool, cfg: FlashConfig, traced: bool 
     """(dQ, dK, dV) as :func:`gradients` lays them out, from the 4-d q, k, v, O, dO (any strides, the stride-0
     gradient of ``o.sum()`` included) and L (B, H, Nq) of the forward. ``traced``: the body of the custom op."""
     one_pass = one_pass_backward(cfg, q, k, v, o, do, L, is_causal, traced)
-    buffers = backward_buffers(q, k, v, one_pass)
+    buffers = backward_buffers(q, k, v, one_pass, cfg)
     replayable = not traced and replay.replaying()
     key = _backward_key(q, k, v, o, do, L, is_causal, cfg, one_pass) if replayable else None
     plan = replay.PLANS.get(key)
@@ -118,15 +118,16 @@ KERNEL_TENSORS = {"fwd": ("q", "k", "v", "o", "L"), "pre": ("o", "do", "delta", 
                   "dq": ("q", "k", "v", "do", "L", "delta", "dq")}
 
 
-def backward_buffers(q, k, v, one_pass: bool) -> dict[str, torch.Tensor]:
+def backward_buffers(q, k, v, one_pass: bool, cfg: FlashConfig) -> dict[str, torch.Tensor]:
     """What a backward allocates: delta = rowsum(dO ∘ O) (B, H, Nq) fp32, the fp32 dQ accumulator, dQ, dK, dV.
-    The accumulator sums dQ over key tiles in the one-pass backward, rows padded to BLOCK_D (16-byte aligned for the
-    copy engine; the preprocessing kernel writes its zeros). Two passes need none: dK stands in for the unused
+    The accumulator sums dQ over key tiles in the one-pass backward, rows as wide as the kernels' column blocks
+    (:func:`keys.row_width`; 16-byte aligned for the copy engine; the preprocessing kernel writes its zeros). Two passes need none: dK stands in for the unused
     pointer (autotuning zeroes it between its timing runs, and the kernel then writes all of it)."""
     B, H, n_q, d = q.shape
     dq, dk, dv = gradients(q, k, v)
     delta = torch.empty((B, H, n_q), dtype=torch.float32, device=q.device)
-    dq_acc = torch.empty((B, H, n_q, keys.block_d(d)), dtype=torch.float32, device=q.device) if one_pass else dk
+    width = keys.row_width(d, cfg.split_head_dim)
+    dq_acc = torch.empty((B, H, n_q, width), dtype=torch.float32, device=q.device) if one_pass else dk
     return dict(delta=delta, dq_acc=dq_acc, dq=dq, dk=dk, dv=dv)
 
 
@@ -141,7 +142,7 @@ def first_backward(q, k, v, o, do, L, is_causal: bool, cfg: FlashConfig
     """A backward through Triton's JIT that also returns what the C++ host path remembers of it (:mod:`.host`):
     (dQ, dK, dV), its launches (None where tuning ran instead), its buffers and whether it took one pass."""
     one_pass = one_pass_backward(cfg, q, k, v, o, do, L, is_causal)
-    buffers = backward_buffers(q, k, v, one_pass)
+    buffers = backward_buffers(q, k, v, one_pass, cfg)
     launched = _launch_backward(q, k, v, o, do, L, buffers, is_causal, cfg, one_pass, traced=False)
     return finish_backward(buffers, one_pass), launched, buffers, one_pass
 
@@ -172,7 +173,8 @@ def _launch_backward(q, k, v, o, do, L, buffers: dict[str, torch.Tensor], is_cau
         patch_interpreter()  # the CPU interpreter needs two fixes (:mod:`systems.triton_interpreter`)
     grid = (triton.cdiv(n_q, block_rows), B * H)
     pre_args = (o, do, delta, dq_acc, *o.stride(), *do.stride(), H, n_q, scale)
-    pre_kwargs = dict(HEAD_DIM=d, BLOCK_D=meta["BLOCK_D"], BLOCK_Q=block_rows, ZERO_DQ=one_pass)
+    pre_kwargs = dict(HEAD_DIM=d, BLOCK_D=keys.block_d(d), BLOCK_Q=block_rows, ZERO_DQ=one_pass,
+                      DQ_WIDTH=dq_acc.shape[-1] if one_pass else 0)
     kernel = _launcher("pre", traced)[grid](*pre_args, **pre_kwargs)
     launched = [None if traced else replay.as_launch("pre", kernel, grid, pre_args, pre_kwargs)]
     meta |= dict(qk_scale=scale * kernels.LOG2E.value, scale=scale)

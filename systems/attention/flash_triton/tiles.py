@@ -41,7 +41,9 @@ class FlashConfig:
     (:func:`~systems.attention.flash_triton.launch.one_pass_backward`). ``head_group``: how many heads' programs run
     interleaved (every head's longest causal tile before any head's next; groups one after another): more heads
     keep the end of the grid short, fewer keep the rows they stream in L2. ``None``: as many as fit a share of L2
-    (:func:`head_group`); 1: one head after another.
+    (:func:`head_group`); 1: one head after another. ``split_head_dim``: a head dim that is the sum of two powers of
+    two, the smaller at least 16 (80 = 64 + 16, 96 = 64 + 32), is taken as two column blocks, every product over
+    it or into it in two parts; off, it is padded with zeros to the next power of two (:func:`~.keys.head_dim_blocks`).
     """
 
     fwd: Tiles | None = None
@@ -54,6 +56,7 @@ class FlashConfig:
     tma: bool | None = None
     atomic_dq: bool | None = None
     head_group: int | None = None
+    split_head_dim: bool = True
 
     def encode(self) -> list[int]:
         """As a list of ints: the argument type a torch.library custom op can take."""
@@ -129,7 +132,11 @@ def head_group(streamed_rows: int, block_d: int, elt: int, batch_heads: int) -> 
 
 @functools.cache
 def default_tiles(kind: str, block_d: int, elt: int) -> Tiles:
-    """The untuned tiles: the first candidate that fits in shared memory and in registers."""
+    """The untuned tiles: the first candidate that fits in shared memory and in registers. ``block_d``: the columns
+    a program computes (:func:`~.keys.row_width`). Registers are counted at the next power of two: a head dim split
+    into two blocks holds both blocks' operand fragments, and at 80 and 96 columns ptxas spilled the dK/dV pass's
+    64×64 tiles, whose count at the split width is within the budget."""
     fits = fitting(kind, CANDIDATES[kind], block_d, elt)
-    in_registers = [t for t in fits if live_floats(kind, t, block_d) <= REGISTER_BUDGET]
-    return in_registers[0] if in_registers else min(fits, key=lambda t: live_floats(kind, t, block_d))
+    padded = 1 << (block_d - 1).bit_length()
+    in_registers = [t for t in fits if live_floats(kind, t, padded) <= REGISTER_BUDGET]
+    return in_registers[0] if in_registers else min(fits, key=lambda t: live_floats(kind, t, padded))

@@ -25,7 +25,8 @@ def _tuner(kind: str):
     flag, length, tile = EVEN[kind]
 
     def prune(configs, named_args, **kwargs):
-        fits = fitting(kind, [to_tiles(c) for c in configs], kwargs["BLOCK_D"], named_args["Q"].element_size())
+        fits = fitting(kind, [to_tiles(c) for c in configs], kwargs["BLOCK_D"] + kwargs["TAIL_D"],
+                       named_args["Q"].element_size())
         return [c for c in configs if to_tiles(c) in fits]
 
     configs = [triton.Config({"BLOCK_Q": t.block_q, "BLOCK_K": t.block_k}, num_warps=t.num_warps,
