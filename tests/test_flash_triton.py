@@ -168,6 +168,8 @@ def test_one_or_two_backward_passes(monkeypatch):
     assert _one_pass(auto, x) and _one_pass(auto, x.half()) and _one_pass(auto, x[..., :48])
     assert not _one_pass(auto, x.float())
     assert not _one_pass(auto, torch.empty(1, 2, 8, 96, dtype=torch.bfloat16))
+    head_dim_80 = torch.empty(1, 2, 8, 80, dtype=torch.bfloat16)  # as 64 + 16 columns; padded to 128 it does not fit
+    assert _one_pass(auto, head_dim_80) and not _one_pass(FlashConfig(split_head_dim=False), head_dim_80)
     assert _one_pass(FlashConfig(atomic_dq=True), x.float()) and not _one_pass(FlashConfig(atomic_dq=False), x)
     with deterministic_algorithms():
         assert not _one_pass(auto, x)
@@ -306,9 +308,10 @@ def test_gpu_tensor_descriptors(d):
 @pytest.mark.parametrize("config", [FlashConfig(autotune=False, atomic_dq=True, tma=False),
                                     FlashConfig(autotune=False, atomic_dq=True, tma=True),
                                     FlashConfig(atomic_dq=True, tma=True)], ids=["atomic", "tma-reduce", "autotuned"])
-def test_gpu_single_pass_backward_with_atomic_dq(config):
+@pytest.mark.parametrize("d", [64, 80])
+def test_gpu_single_pass_backward_with_atomic_dq(config, d):
     # autotuning times every candidate on the same dQ buffer, which must be zeroed again before each
-    q, k, v = make_qkv((2, 3), 1000, 3000, 64, dtype=torch.bfloat16)
+    q, k, v = make_qkv((2, 3), 1000, 3000, d, dtype=torch.bfloat16)
     check_against_reference(with_config(config), q, k, v, True, tol(torch.bfloat16))
 
 
