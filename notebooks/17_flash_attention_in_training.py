@@ -113,8 +113,8 @@ report.glue_all("flash_floor", ft.floor_facts(floor))
 # ## At the shapes people train with
 #
 # Batch × heads of (4 × 16) and (8 × 32), sequences from 512 to 8192 tokens, head dims 64 (the 2025 presets), 80
-# (the 2026 edition's xl, 2560 / 32: not a power of two, so our kernels pad it to a 128-wide block) and 128 (the
-# 10B), causal and not, bf16; forward and backward together, against both SDPA back ends in the same run. Our
+# (the 2026 edition's xl, 2560 / 32: not a power of two; our kernels take it as two column blocks, 64 + 16 columns,
+# every product in two parts) and 128 (the 10B), causal and not, bf16; forward and backward together, against both SDPA back ends in the same run. Our
 # kernels run as a user's call runs them: tiles autotuned for each shape key at its first call (untimed), then
 # remembered. The summary gives our time over each back end's (geometric mean over the sequences) and how many
 # shapes are slower.
@@ -134,8 +134,8 @@ figures.lines(ft.training_ratios(shapes), "n_q", "time ratio", "d", "ours over S
 # Of {glue:text}`flash_train_shapes` training shapes, ours is slower than SDPA's FlashAttention-2 back end at
 # {glue:text}`flash_train_slower_sdpa_flash` and slower than cuDNN at {glue:text}`flash_train_slower_sdpa_cudnn`;
 # over all of them our time is {glue:text}`flash_train_gm_sdpa_flash:.3g`× the FlashAttention-2 back end's and
-# {glue:text}`flash_train_gm_sdpa_cudnn:.3g`× cuDNN's (geometric means). Head dim 80 pays for the padding to 128:
-# its blocks do the work of d = 128. The shortest sequences with few heads sit near the per-call floor above.
+# {glue:text}`flash_train_gm_sdpa_cudnn:.3g`× cuDNN's (geometric means). The shortest sequences with few heads sit
+# near the per-call floor above.
 #
 # ## In the model
 #

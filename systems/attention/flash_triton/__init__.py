@@ -13,8 +13,9 @@ The package reads in the order of a call, bottom-up:
 3. :mod:`.function`: :class:`FlashAttentionTriton`, the ``torch.autograd.Function``, and the public functions;
    :mod:`.host` and ``host.cpp``, the eager host path in C++ that an eager call on a GPU takes where it builds.
 
-Any sequence lengths (tiles are masked at the ends), head dims 16..128 (the head-dim block is the next power of two,
-padded with zeros), fp32/fp16/bf16 (bf16 on a GPU only: the CPU interpreter cannot compute it), (B, N, d) or
+Any sequence lengths (tiles are masked at the ends), head dims 16..128 (a power of two is one column block; the sum
+of two, the smaller at least 16, two blocks, as 80 = 64 + 16; any other the next power of two, padded with zeros),
+fp32/fp16/bf16 (bf16 on a GPU only: the CPU interpreter cannot compute it), (B, N, d) or
 (B, H, N, d) with any strides; O is laid out as (B, N, H, d) memory, like SDPA's flash back end's, dQ as q and
 dK, dV as v. On a GPU, fp32 inputs use TF32 tensor-core products (Triton's default), as cuBLAS
 does with TF32 enabled. The backward adds dQ up in the dK/dV pass for 16-bit inputs with head dims up to 64 on a

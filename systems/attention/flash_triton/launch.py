@@ -208,10 +208,10 @@ def one_pass_eligible(cfg: FlashConfig, q: torch.Tensor) -> bool:
     """Whether the backward may add dQ up in the dK/dV pass: ``cfg.atomic_dq`` if set, else where one pass fits."""
     if cfg.atomic_dq is not None:
         return cfg.atomic_dq
-    # One pass fits in registers with 16-bit operands and head dims up to 64, and at 80 taken as 64 + 16 columns
-    # (the log has the measurements). Not in the interpreter (no bulk reductions), nor in deterministic mode (its
-    # additions land in any order).
-    return (not INTERPRET and q.element_size() == 2 and keys.row_width(q.shape[-1], cfg.split_head_dim) <= 80
+    # One pass fits in registers with 16-bit operands and head dims up to 64 (the log has the measurements; at 80,
+    # split as 64 + 16, it fits too and was slower than two passes at every shape timed). Not in the interpreter (no
+    # bulk reductions), nor in deterministic mode (its additions land in any order).
+    return (not INTERPRET and q.element_size() == 2 and q.shape[-1] <= 64
             and not torch.are_deterministic_algorithms_enabled())
 
 
