@@ -384,10 +384,10 @@ def _compile_for_sm90(kind, dtype, d, is_causal, tma=False, atomic_dq=False, unm
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from systems.attention.flash_triton import kernels
+    from systems.attention.flash_triton import backward_kernels, kernels
 
     kernel_name, even = KERNELS[kind]
-    fn = getattr(kernels, kernel_name)
+    fn = getattr(kernels if kind == "fwd" else backward_kernels, kernel_name)
     block_d, tail_d = head_dim_blocks(d)
     tiles = default_tiles(kind, block_d + tail_d, ELEMENT_BYTES[dtype])
     consts = dict(HEAD_DIM=d, BLOCK_D=block_d, TAIL_D=tail_d, CAUSAL=is_causal, SKIP_MASKED=True, SPLIT_DIAGONAL=True,

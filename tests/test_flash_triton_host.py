@@ -67,7 +67,9 @@ def python_launches():
 @pytest.mark.gpu
 @GPU
 @pytest.mark.parametrize("is_causal", [True, False])
-@pytest.mark.parametrize("batch,n_q,n_k,d,dtype,contiguous", GPU_CASES)
+@pytest.mark.parametrize("batch,n_q,n_k,d,dtype,contiguous", GPU_CASES + [
+    ((2, 3), 300, 333, 48, torch.bfloat16, True),  # two column blocks, 32 + 16, and one pass: dQ's rows 48 wide
+    ((1, 2), 200, 77, 80, torch.bfloat16, False)])  # 64 + 16 columns, two passes
 def test_gpu_host_path_against_the_oracle(untuned_plans, batch, n_q, n_k, d, dtype, contiguous, is_causal):
     # Three calls, fresh inputs each: the first of a layout goes through Python, whose launches become the plan, the
     # later ones launch from C++ alone; every one against the oracle. (Untuned tiles, so that each shape is not

@@ -288,6 +288,9 @@ def test_a_recipe_keeping_attention_in_some_blocks_builds_that_model_and_its_swa
     assert "recompute keep_attention in 0 blocks, the last 1 stored," in stored.label
     with torch.device("meta"):
         assert stored.model(TINY).stored_groups == 1
+    for recipe in parts.ablation_recipes(stored, parts.PLAIN):  # without recomputation nothing is "stored" apart
+        with torch.device("meta"):
+            assert recipe.model(TINY).stored_groups == (0 if recipe.recompute == "none" or recipe is parts.PLAIN else 1)
     step = parts.model_step([2], [stored], cfg=TINY, dtype=torch.float32, rep=1, warmup=1)
     assert step.status.tolist() == ["ok"] and step.kept_blocks.tolist() == [1] and step.stored_groups.tolist() == [1]
 
@@ -325,7 +328,7 @@ def a_30_gib_gpu(monkeypatch) -> None:
     """A GPU of 30 GiB, 27 of them usable by the rule's headroom, on which a block keeping attention allocates 1 GiB
     more than one recomputed whole, and the step fits while its peak is at most 25.5 GiB."""
     per_block = 1.0
-    peak = lambda recipe, n: 5 + n + per_block * parts._kept(recipe, n)  # noqa: E731
+    peak = lambda recipe, n: 5 + n + per_block * recipe.kept_blocks(n)  # noqa: E731
     monkeypatch.setattr(parts, "_model", lambda cfg, recipe, batch, dtype: (recipe, cfg.num_layers))
     monkeypatch.setattr(parts, "kept_attention_bytes", lambda *shape: per_block * parts.GIB)
 

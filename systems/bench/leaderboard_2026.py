@@ -30,22 +30,24 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from itertools import product
-from typing import Any, Iterable
+from typing import Iterable
 
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from systems.attention import available, unavailable
+from systems.attention import available
 from systems.bench.points import GIB, Step, achieved, measure
+# The chapters read the recipes from here, beside what measures them.
+from systems.bench.recipe import PLAIN, Recipe, ablation_recipes, adamw_for, build_model, our_attention  # noqa: F401
 from systems.cli import integer
 from systems.device import OOM, allocatable_bytes, local_device
 from systems.flops import step_flops
 from systems.memory.checkpointing import kept_attention_bytes, kept_groups_that_fit
 from systems.model import LEADERBOARD_2026, ModelConfig, TransformerBlock, TransformerLM, token_loss
-from systems.recompute import check_kept_groups, run_blocks
+from systems.recompute import run_blocks
 
 HEAD_VARIANTS = ("eager", "compiled", "fused")
 ADAMW_VARIANTS = ("foreach", "torch fused", "ours")
@@ -212,76 +214,6 @@ def block_step(attentions: Iterable[str] = ("sdpa_cudnn", "flash_triton"), recom
 
 # ---- the step --------------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Recipe:
-    """How the step is made: each technique switchable (the plain-PyTorch recipe: SDPA's cuDNN attention, the
-    unfused head compiled with the model, PyTorch's fused AdamW, the same recomputation)."""
-
-    attention: str = "flash_triton"
-    fused_loss: bool = True
-    fused_adamw: bool = True
-    recompute: str = "all"  # of every block: "none", "all" or "keep_attention"
-    compiled: bool = True
-    kept_groups: int | None = None  # with keep_attention, the first blocks that keep attention's output (None: all)
-    stored_groups: int = 0  # the last blocks, not checkpointed: every activation stored
-
-    def model(self, cfg: ModelConfig) -> TransformerLM:
-        """The model of ``cfg`` as this recipe runs it (its attention and loss, each block recomputed or not), built
-        on the default device (the meta device, to give it memory later)."""
-        check_kept_groups(self.kept_groups, self.recompute, cfg.num_layers)  # before "none" is built as no checkpoint
-        kept = self.recompute == "none"
-        return TransformerLM(replace(cfg, attention=self.attention, fused_loss=self.fused_loss),
-                             checkpoint_blocks=0 if kept else 1, recompute="all" if kept else self.recompute,
-                             kept_groups=self.kept_groups, stored_groups=self.stored_groups)
-
-    @property
-    def label(self) -> str:
-        n, s = self.kept_groups, self.stored_groups
-        kept = ("" if n is None else f" in {n} block{'' if n == 1 else 's'}") + (f", the last {s} stored" if s else "")
-        return (f"{self.attention}, loss {'fused' if self.fused_loss else 'unfused'}, "
-                f"AdamW {'ours' if self.fused_adamw else 'torch fused'}, recompute {self.recompute}{kept}, "
-                f"{'compiled' if self.compiled else 'eager'}")
-
-
-PLAIN = Recipe(attention="sdpa_cudnn", fused_loss=False, fused_adamw=False)
-
-
-def ablation_recipes(ours: Recipe, plain: Recipe) -> list[Recipe]:
-    """``ours``, then ours with one technique at a time swapped for plain PyTorch's (the attention, the loss, AdamW,
-    the other way to recompute, no recomputation, compiled or not), then ``plain``."""
-    other = "all" if ours.recompute == "keep_attention" else "keep_attention"
-    return [ours, replace(ours, attention=plain.attention), replace(ours, fused_loss=False),
-            replace(ours, fused_adamw=False), replace(ours, recompute=other, kept_groups=None),
-            replace(ours, recompute="none", kept_groups=None), replace(ours, compiled=not ours.compiled), plain]
-
-
-def our_attention(cfg: ModelConfig, device: torch.device, dtype: torch.dtype = torch.bfloat16) -> str:
-    """Our fastest attention at the model's head dim on ``device``: the forward written for Hopper (with the Triton
-    backward) where it runs, else the Triton kernels."""
-    runs = unavailable("flash_hopper", device, dtype, cfg.d_model // cfg.num_heads) is None
-    return "flash_hopper" if runs else Recipe().attention
-
-
-def build_model(cfg: ModelConfig, recipe: Recipe, where: torch.device, dtype: torch.dtype = torch.bfloat16
-                ) -> TransformerLM:
-    """The model of ``cfg`` for ``recipe``, built on the meta device and given memory on ``where`` in ``dtype``."""
-    with torch.device("meta"):
-        model = recipe.model(cfg)
-    model.to_empty(device=where)
-    model.init_weights()
-    return model.to(dtype)
-
-
-def adamw_for(recipe: Recipe) -> tuple[type[torch.optim.Optimizer], dict[str, Any]]:
-    """The optimizer class and options of the recipe: ours, or PyTorch's fused AdamW (its for-each one on a CPU)."""
-    options = dict(lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
-    if recipe.fused_adamw:
-        from systems.fused import FusedAdamW
-
-        return FusedAdamW, options
-    return torch.optim.AdamW, {**options, "fused": torch.cuda.is_available()}
-
-
 def _model(cfg: ModelConfig, recipe: Recipe, batch: int, dtype: torch.dtype) -> Step:
     where = local_device()
     model = build_model(cfg, recipe, where, dtype)
@@ -327,7 +259,7 @@ def step_at(point: tuple[int, Recipe], earlier: pd.DataFrame, batch: int = 2, cf
     reduced, attempt, rows, first = replace(cfg, num_layers=n), recipe, earlier.to_dict("records"), len(earlier)
     for _ in range(1 + tries):
         timed = measure(lambda: _model(reduced, attempt, batch, dtype), rep=rep, warmup=warmup)
-        rows.append({"layers": n, "recipe": recipe.label, **vars(attempt), "kept_blocks": _kept(attempt, n),
+        rows.append({"layers": n, "recipe": recipe.label, **vars(attempt), "kept_blocks": attempt.kept_blocks(n),
                      "batch": batch, **timed, **achieved(step_flops(reduced, batch)["total"], timed["ms"])})
         if timed["status"] != OOM or recipe.recompute != "keep_attention" or recipe.kept_groups is not None:
             break
@@ -335,14 +267,6 @@ def step_at(point: tuple[int, Recipe], earlier: pd.DataFrame, batch: int = 2, cf
         if attempt is None:
             break
     return pd.DataFrame(rows[first:])
-
-
-def _kept(recipe: Recipe, layers: int) -> int:
-    """How many of the ``layers`` blocks keep attention's output through the backward under ``recipe`` (the stored
-    ones too)."""
-    if recipe.recompute == "keep_attention" and recipe.kept_groups is not None:
-        return recipe.kept_groups + recipe.stored_groups
-    return recipe.stored_groups if recipe.recompute == "all" else layers  # kept in every block, or none recomputed
 
 
 def _fewer_kept(rows: pd.DataFrame, recipe: Recipe, failed: Recipe, cfg: ModelConfig, batch: int,
@@ -376,7 +300,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     p.add_argument("--rep", type=integer(1), default=1000, help="do_bench's time of repetitions, ms")
     a = p.parse_args(argv)
     try:
-        check_kept_groups(a.kept_groups, a.recompute, min(a.layers))
+        Recipe(recompute=a.recompute, kept_groups=a.kept_groups).check(min(a.layers))
     except ValueError as exc:
         p.error(f"--kept-groups: {exc}")
     warmup = max(1, a.rep // 5)

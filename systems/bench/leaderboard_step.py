@@ -2,7 +2,7 @@
 times it: the model (:data:`systems.model.LEADERBOARD_2026`, all 34 blocks unless fewer are asked for) sharded with
 PyTorch's FSDP2 (``fully_shard``: built on the meta device, each rank given memory for its shards only) or with our
 FSDP (:mod:`systems.fsdp`: built whole, then sharded), every technique of
-:class:`~systems.bench.leaderboard_2026.Recipe` switchable, fp32 master weights gathered and computed in bf16.
+:class:`~systems.bench.recipe.Recipe` switchable, fp32 master weights gathered and computed in bf16.
 
 The handout's harness is ``triton.testing.do_bench(train_step)``, whose repetition count comes from each process's
 own estimate of a step: two ranks can count differently, and a rank that steps once more waits in a collective
@@ -35,13 +35,13 @@ import torch.distributed as dist
 
 from systems import dist as sdist
 from systems.bench.ddp import idle_ms, overlap_ms, step_intervals
-from systems.bench.leaderboard_2026 import PLAIN, Recipe, adamw_for, our_attention
+from systems.bench.recipe import PLAIN, Recipe, adamw_for, our_attention
 from systems.cli import integer
 from systems.device import is_oom, local_device, synchronize, timed
 from systems.flops import mfu, step_flops
 from systems.model import LEADERBOARD_2026, ModelConfig
 from systems.parallel import TrainStep, wrap
-from systems.recompute import RECOMPUTE, check_stored_groups
+from systems.recompute import RECOMPUTE
 
 SHARDINGS = ("fsdp2", "fsdp")
 # a model of the leaderboard's shape at a size two CPU processes run in seconds
@@ -173,16 +173,16 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     a = p.parse_args(argv)
     base = TOY if a.toy else LEADERBOARD_2026
     cfg = replace(base, num_layers=a.layers or base.num_layers)
+    wanted = replace(PLAIN if a.plain else Recipe(), recompute=a.recompute, stored_groups=a.stored_blocks)
     try:
-        check_stored_groups(a.stored_blocks, 0 if a.recompute == "none" else cfg.num_layers)
+        wanted.check(cfg.num_layers)
     except ValueError as exc:
         p.error(f"--stored-blocks: {exc}")
     with sdist.group_from_environment():
         if not dist.is_initialized():
             p.error("start it with torchrun (torchrun --nproc_per_node N -m systems.bench.leaderboard_step ...)")
         # (asking whether our Hopper kernel runs builds it: a plain run does not ask)
-        recipe = PLAIN if a.plain else Recipe(attention=our_attention(cfg, local_device()))
-        recipe = on_this_machine(replace(recipe, recompute=a.recompute, stored_groups=a.stored_blocks))
+        recipe = on_this_machine(wanted if a.plain else replace(wanted, attention=our_attention(cfg, local_device())))
         rows = [leaderboard_step(cfg, recipe, sharding, a.batch, a.rep, a.warmup, a.trace) for sharding in a.sharding]
         if dist.get_rank() == 0:
             text = json.dumps(rows, indent=1, default=str)

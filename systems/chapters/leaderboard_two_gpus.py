@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from systems.bench.leaderboard_2026 import Recipe
+from systems.bench.recipe import Recipe
 from systems.chapters.leaderboard import (CLASS_BEST_MS, GIB, faster_recompute, has, ratio_words, row_where,
                                           two_gpu_plan, value)
 from systems.model import ModelConfig

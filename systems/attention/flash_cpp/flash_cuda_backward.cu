@@ -1,6 +1,6 @@
 // FlashAttention-2's backward in CUDA C++ (Dao, "FlashAttention-2", 2023, Algorithm 2). Deterministic algorithms
 // asked for, it takes the two passes of the Triton kernel's deterministic backward
-// (systems/attention/flash_triton/kernels.py): no atomics, so the gradients repeat bit for bit.
+// (systems/attention/flash_triton/backward_kernels.py): no atomics, so the gradients repeat bit for bit.
 //
 //   preprocess   delta = rowsum(dO * O) (delta_kernel, flash_cuda.cuh)
 //   dK/dV pass   a block owns BLOCK_K = 16 NUM_WARPS keys (16 per warp, dK and dV in fp32 registers) and walks

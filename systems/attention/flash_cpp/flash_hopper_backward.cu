@@ -3,7 +3,7 @@
 // rows each multiplying with asynchronous wgmma, the products that need no transposed operand issued from registers.
 // One pass, as FlashAttention-2 and cuDNN take it, dQ added up in fp32 as the dK/dV pass goes; under
 // torch.use_deterministic_algorithms (nothing then added up in an order that changes from run to run) two passes, as
-// the Triton kernels take them at head dim 128 (../flash_triton/kernels.py):
+// the Triton kernels take them at head dim 128 (../flash_triton/backward_kernels.py):
 //   preprocess  D = rowsum(dO * O) (delta_kernel, flash_cuda.cuh)
 //   dK/dV       a block owns 128 keys and walks the query tiles of 64 that see them; per tile, for its 64 keys
 //                 S^T = K Q^T and dP^T = V dO^T issued together (shared memory)

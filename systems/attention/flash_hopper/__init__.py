@@ -27,7 +27,7 @@ import triton
 
 from systems.attention._checks import as_4d, check_attention_inputs, check_is_causal
 from systems.attention.flash_hopper import backward_kernels, kernels
-from systems.attention.flash_triton import kernels as triton_kernels
+from systems.attention.flash_triton import backward_kernels as triton_backward
 from systems.attention.flash_triton.layouts import gradients, outputs
 
 HEAD_DIMS = (64, 128)
@@ -133,7 +133,7 @@ def backward_hopper(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.
     scale = 1.0 / math.sqrt(d)
     delta = torch.empty((B, H, n_q), dtype=torch.float32, device=q.device)
     pre_rows = 64
-    triton_kernels.flash_bwd_preprocess_kernel[(triton.cdiv(n_q, pre_rows), B * H)](
+    triton_backward.flash_bwd_preprocess_kernel[(triton.cdiv(n_q, pre_rows), B * H)](
         o4, do4, delta, delta, *o4.stride(), *do4.stride(), H, n_q, scale, HEAD_DIM=d, BLOCK_D=d, BLOCK_Q=pre_rows,
         ZERO_DQ=False, DQ_WIDTH=0)
     triton.set_allocator(_scratch)

@@ -17,8 +17,8 @@ import triton
 
 from systems.attention.flash_triton.tiles import FlashConfig, head_group
 
-TUNE_KEY = ("Q_BUCKET", "K_BUCKET", "HEAD_DIM", "TAIL_D", "CAUSAL", "SKIP_MASKED", "SPLIT_DIAGONAL", "UNMASKED_FIRST", "TMA",
-            "ATOMIC_DQ")
+TUNE_KEY = ("Q_BUCKET", "K_BUCKET", "HEAD_DIM", "TAIL_D", "CAUSAL", "SKIP_MASKED", "SPLIT_DIAGONAL", "UNMASKED_FIRST",
+            "TMA", "ATOMIC_DQ")
 
 
 def hint(n) -> int:

@@ -121,8 +121,9 @@ KERNEL_TENSORS = {"fwd": ("q", "k", "v", "o", "L"), "pre": ("o", "do", "delta", 
 def backward_buffers(q, k, v, one_pass: bool, cfg: FlashConfig) -> dict[str, torch.Tensor]:
     """What a backward allocates: delta = rowsum(dO ∘ O) (B, H, Nq) fp32, the fp32 dQ accumulator, dQ, dK, dV.
     The accumulator sums dQ over key tiles in the one-pass backward, rows as wide as the kernels' column blocks
-    (:func:`keys.row_width`; 16-byte aligned for the copy engine; the preprocessing kernel writes its zeros). Two passes need none: dK stands in for the unused
-    pointer (autotuning zeroes it between its timing runs, and the kernel then writes all of it)."""
+    (:func:`keys.row_width`; 16-byte aligned for the copy engine; the preprocessing kernel writes its zeros). Two
+    passes need none: dK stands in for the unused pointer (autotuning zeroes it between its timing runs, and the
+    kernel then writes all of it)."""
     B, H, n_q, d = q.shape
     dq, dk, dv = gradients(q, k, v)
     delta = torch.empty((B, H, n_q), dtype=torch.float32, device=q.device)

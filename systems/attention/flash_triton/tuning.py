@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import triton
 
-from systems.attention.flash_triton import kernels, keys
+from systems.attention.flash_triton import backward_kernels, kernels, keys
 from systems.attention.flash_triton.tiles import CANDIDATES, Tiles, fitting
 
-JIT = {"fwd": kernels.flash_fwd_kernel, "dkdv": kernels.flash_bwd_dkdv_kernel, "dq": kernels.flash_bwd_dq_kernel,
-       "pre": kernels.flash_bwd_preprocess_kernel}
+JIT = {"fwd": kernels.flash_fwd_kernel, "dkdv": backward_kernels.flash_bwd_dkdv_kernel,
+       "dq": backward_kernels.flash_bwd_dq_kernel, "pre": backward_kernels.flash_bwd_preprocess_kernel}
 # kernel -> (its EVEN flag, the length it tests, the tile it divides by), and the tile its programs own
 EVEN = {"fwd": ("EVEN_K", "N_KEYS", "BLOCK_K"), "dkdv": ("EVEN_Q", "N_QUERIES", "BLOCK_Q"),
         "dq": ("EVEN_K", "N_KEYS", "BLOCK_K")}
@@ -55,7 +55,7 @@ def tune(kind: str, key: tuple, rows: int, batch_heads: int, args, meta) -> None
 
 def grid(tiles: int, batch_heads: int) -> tuple[int, int]:
     """One program per tile and (batch, head), in one dimension: the kernels number them in head groups
-    (``kernels._tile_and_head``)."""
+    (``kernels.tile_and_head``)."""
     return tiles * batch_heads, 1
 
 
