@@ -122,14 +122,16 @@ def measured_sweep(data_dir: str | Path | None, name: str, measure_point: Callab
     from systems import report
 
     points = list(points)
-    key = call_key(measure_point, (points, *args), kwargs)
-    record_path, record = _record(data_dir, name) if data_dir is not None else (None, None)
-    if record is None or record["key"] != key or "points" not in record:
-        record = {"key": key, "measured": None, "commit": provenance.git_commit(), "points": []}
-    tables = [_decode(stored) for stored in record["points"]]
+    record_path = record = None
+    if data_dir is not None:  # without one nothing is recorded, so no key or commit is needed
+        key = call_key(measure_point, (points, *args), kwargs)
+        record_path, record = _record(data_dir, name)
+        if record is None or record["key"] != key or "points" not in record:
+            record = {"key": key, "measured": None, "commit": provenance.git_commit(), "points": []}
+    tables = [] if record is None else [_decode(stored) for stored in record["points"]]
     for point in tqdm(points[len(tables):], desc=name, initial=len(tables), total=len(points)):
         tables.append(measure_point(point, _joined(tables), *args, **kwargs))
-        if record_path is not None:
+        if record is not None:
             record["measured"] = record["measured"] or _now()
             record["points"].append(_encode(tables[-1], (name,)))
             _write(record_path, record)

@@ -90,3 +90,13 @@ def test_a_sweep_stopped_part_way_resumes_at_the_first_point_it_did_not_finish(t
     other = StoppingOnce()  # another call of the sweep: every point measured again
     resumable.measured_sweep(tmp_path, "sweep", other, range(5), seed=seed + 1)
     assert len(other.seen) == 5
+
+
+def test_a_sweep_without_a_folder_records_nothing_and_asks_git_nothing(monkeypatch):
+    def refused(*args, **kwargs):
+        raise AssertionError("nothing is recorded, so nothing needs a key or a commit")
+
+    monkeypatch.setattr(resumable.provenance, "git_commit", refused)
+    monkeypatch.setattr(resumable, "call_key", refused)
+    table = resumable.measured_sweep(None, "sweep", StoppingOnce(), range(3))
+    assert table.point.tolist() == [0, 0, 1, 1, 2, 2]
