@@ -8,8 +8,8 @@ import triton
 import triton.language as tl
 
 from systems.attention.flash_triton.kernels import LOG2E, key_ranges, tile_and_head
-from systems.attention.flash_triton.tile_io import (load, load_pair, rows_source, store_pair, stream, stream_tail,
-                                                    tail_cols, tail_source, tile)
+from systems.attention.flash_triton.tile_io import (load, load_pair, sources, store_pair, stream, stream_tail, tail_cols,
+                                                    tail_source, tile, zeros_pair)
 
 
 @triton.jit
@@ -136,20 +136,12 @@ def flash_bwd_dkdv_kernel(
                        HEAD_DIM, TAIL_D, CHECK_COLS)  # (BLOCK_K, BLOCK_D), (BLOCK_K, TAIL_D)
     v, v_t = load_pair(V + b * stride_vb + h * stride_vh, offs_k, offs_d, offs_t, stride_vn, stride_vd, N_KEYS,
                        HEAD_DIM, TAIL_D, CHECK_COLS)
-    dk = tl.zeros((BLOCK_K, BLOCK_D), dtype=tl.float32)
-    dv = tl.zeros((BLOCK_K, BLOCK_D), dtype=tl.float32)
-    if TAIL_D:
-        dk_t = tl.zeros((BLOCK_K, TAIL_D), dtype=tl.float32)
-        dv_t = tl.zeros((BLOCK_K, TAIL_D), dtype=tl.float32)
-    else:
-        dk_t = dk
-        dv_t = dv
-    Q_base = Q + b * stride_qb + h * stride_qh
-    DO_base = DO + b * stride_dob + h * stride_doh
-    Q_bh = rows_source(Q_base, N_QUERIES, stride_qn, HEAD_DIM, BLOCK_Q, BLOCK_D, TMA)
-    DO_bh = rows_source(DO_base, N_QUERIES, stride_don, HEAD_DIM, BLOCK_Q, BLOCK_D, TMA)
-    Q_t = tail_source(Q_base, Q_bh, N_QUERIES, stride_qn, BLOCK_Q, BLOCK_D, TAIL_D, TMA)
-    DO_t = tail_source(DO_base, DO_bh, N_QUERIES, stride_don, BLOCK_Q, BLOCK_D, TAIL_D, TMA)
+    dk, dk_t = zeros_pair(BLOCK_K, BLOCK_D, TAIL_D)
+    dv, dv_t = zeros_pair(BLOCK_K, BLOCK_D, TAIL_D)
+    Q_bh, Q_t = sources(Q + b * stride_qb + h * stride_qh, N_QUERIES, stride_qn, HEAD_DIM, BLOCK_Q, BLOCK_D, TAIL_D,
+                        TMA)
+    DO_bh, DO_t = sources(DO + b * stride_dob + h * stride_doh, N_QUERIES, stride_don, HEAD_DIM, BLOCK_Q, BLOCK_D,
+                          TAIL_D, TMA)
     L_bh = L + bh.to(tl.int64) * N_QUERIES
     DELTA_bh = DELTA + bh.to(tl.int64) * N_QUERIES
     DQ_base = DQ_ACC + bh.to(tl.int64) * N_QUERIES * DQ_WIDTH
@@ -264,17 +256,9 @@ def flash_bwd_dq_kernel(
     # Rows past Nq load L = 0, D = 0: finite, and their dQ is never stored.
     lse = tl.load(L + bh.to(tl.int64) * N_QUERIES + offs_q, mask=in_seq, other=0.0) * LOG2E
     delta = tl.load(DELTA + bh.to(tl.int64) * N_QUERIES + offs_q, mask=in_seq, other=0.0)
-    dq = tl.zeros((BLOCK_Q, BLOCK_D), dtype=tl.float32)
-    if TAIL_D:
-        dq_t = tl.zeros((BLOCK_Q, TAIL_D), dtype=tl.float32)
-    else:
-        dq_t = dq
-    K_base = K + b * stride_kb + h * stride_kh
-    V_base = V + b * stride_vb + h * stride_vh
-    K_bh = rows_source(K_base, N_KEYS, stride_kn, HEAD_DIM, BLOCK_K, BLOCK_D, TMA)
-    V_bh = rows_source(V_base, N_KEYS, stride_vn, HEAD_DIM, BLOCK_K, BLOCK_D, TMA)
-    K_t = tail_source(K_base, K_bh, N_KEYS, stride_kn, BLOCK_K, BLOCK_D, TAIL_D, TMA)
-    V_t = tail_source(V_base, V_bh, N_KEYS, stride_vn, BLOCK_K, BLOCK_D, TAIL_D, TMA)
+    dq, dq_t = zeros_pair(BLOCK_Q, BLOCK_D, TAIL_D)
+    K_bh, K_t = sources(K + b * stride_kb + h * stride_kh, N_KEYS, stride_kn, HEAD_DIM, BLOCK_K, BLOCK_D, TAIL_D, TMA)
+    V_bh, V_t = sources(V + b * stride_vb + h * stride_vh, N_KEYS, stride_vn, HEAD_DIM, BLOCK_K, BLOCK_D, TAIL_D, TMA)
 
     mid, hi = key_ranges(q0, N_KEYS, BLOCK_Q, BLOCK_K, CAUSAL, SKIP_MASKED, SPLIT_DIAGONAL)
     dq, dq_t = _dq_inner(dq, dq_t, q, q_t, do, do_t, lse, delta, K_bh, K_t, V_bh, V_t, stride_kn, stride_kd, stride_vn,

@@ -27,8 +27,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from systems.attention.flash_triton.tile_io import (load_pair, rows_source, store_pair, stream, stream_tail, tail_cols,
-                                                    tail_source)
+from systems.attention.flash_triton.tile_io import (load_pair, sources, store_pair, stream, stream_tail, tail_cols,
+                                                    zeros_pair)
 
 # exp(x) = exp2(x * log2(e)); exp2 is the cheaper instruction. A constexpr: kernels may read no other globals.
 LOG2E = tl.constexpr(1.4426950408889634)
@@ -132,22 +132,14 @@ def flash_fwd_kernel(
     offs_q = q0 + tl.arange(0, BLOCK_Q)
     offs_d = tl.arange(0, BLOCK_D)
     offs_t = tail_cols(offs_d, BLOCK_D, TAIL_D)
-    K_base = K + b * stride_kb + h * stride_kh
-    V_base = V + b * stride_vb + h * stride_vh
-    K_bh = rows_source(K_base, N_KEYS, stride_kn, HEAD_DIM, BLOCK_K, BLOCK_D, TMA)
-    V_bh = rows_source(V_base, N_KEYS, stride_vn, HEAD_DIM, BLOCK_K, BLOCK_D, TMA)
-    K_t = tail_source(K_base, K_bh, N_KEYS, stride_kn, BLOCK_K, BLOCK_D, TAIL_D, TMA)
-    V_t = tail_source(V_base, V_bh, N_KEYS, stride_vn, BLOCK_K, BLOCK_D, TAIL_D, TMA)
+    K_bh, K_t = sources(K + b * stride_kb + h * stride_kh, N_KEYS, stride_kn, HEAD_DIM, BLOCK_K, BLOCK_D, TAIL_D, TMA)
+    V_bh, V_t = sources(V + b * stride_vb + h * stride_vh, N_KEYS, stride_vn, HEAD_DIM, BLOCK_K, BLOCK_D, TAIL_D, TMA)
 
     q, q_t = load_pair(Q + b * stride_qb + h * stride_qh, offs_q, offs_d, offs_t, stride_qn, stride_qd, N_QUERIES,
                        HEAD_DIM, TAIL_D, CHECK_COLS)  # (BLOCK_Q, BLOCK_D), (BLOCK_Q, TAIL_D)
     m_i = tl.full((BLOCK_Q,), float("-inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_Q,), dtype=tl.float32)
-    acc = tl.zeros((BLOCK_Q, BLOCK_D), dtype=tl.float32)
-    if TAIL_D:
-        acc_t = tl.zeros((BLOCK_Q, TAIL_D), dtype=tl.float32)
-    else:
-        acc_t = acc
+    acc, acc_t = zeros_pair(BLOCK_Q, BLOCK_D, TAIL_D)
 
     mid, hi = key_ranges(q0, N_KEYS, BLOCK_Q, BLOCK_K, CAUSAL, SKIP_MASKED, SPLIT_DIAGONAL)
     acc, acc_t, l_i, m_i = _fwd_inner(acc, acc_t, l_i, m_i, q, q_t, K_bh, K_t, V_bh, V_t, stride_kn, stride_kd,

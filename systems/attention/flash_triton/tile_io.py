@@ -111,3 +111,22 @@ def store_pair(base, x, x_t, rows, offs_d, offs_t, stride_row, stride_col, n_row
     store(tile(base, rows, offs_d, stride_row, stride_col), x, rows, offs_d, n_rows, HEAD_DIM)
     if TAIL_D:
         store(tile(base, rows, offs_t, stride_row, stride_col), x_t, rows, offs_t, n_rows, HEAD_DIM)
+
+
+@triton.jit
+def sources(base, n_rows, stride_row, HEAD_DIM: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_D: tl.constexpr,
+            TAIL_D: tl.constexpr, TMA: tl.constexpr):
+    """What a loop streams a matrix's tiles and their tails from (:func:`rows_source`, :func:`tail_source`)."""
+    src = rows_source(base, n_rows, stride_row, HEAD_DIM, BLOCK_ROWS, BLOCK_D, TMA)
+    return src, tail_source(base, src, n_rows, stride_row, BLOCK_ROWS, BLOCK_D, TAIL_D, TMA)
+
+
+@triton.jit
+def zeros_pair(ROWS: tl.constexpr, BLOCK_D: tl.constexpr, TAIL_D: tl.constexpr):
+    """An fp32 accumulator and its tail's (the accumulator again without a tail)."""
+    x = tl.zeros((ROWS, BLOCK_D), dtype=tl.float32)
+    if TAIL_D:
+        x_t = tl.zeros((ROWS, TAIL_D), dtype=tl.float32)
+    else:
+        x_t = x
+    return x, x_t
