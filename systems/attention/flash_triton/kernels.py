@@ -33,6 +33,7 @@ from systems.attention.flash_triton.tile_io import (load_pair, sources, store_pa
 # exp(x) = exp2(x * log2(e)); exp2 is the cheaper instruction. A constexpr: kernels may read no other globals.
 LOG2E = tl.constexpr(1.4426950408889634)
 
+
 @triton.jit
 def key_ranges(q0, N_KEYS, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, CAUSAL: tl.constexpr,
                SKIP_MASKED: tl.constexpr, SPLIT_DIAGONAL: tl.constexpr):
