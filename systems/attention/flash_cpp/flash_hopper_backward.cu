@@ -13,8 +13,9 @@
 //               one pass: also dS^T into shared memory, and this consumer's share of the tile's dQ, dS K (both
 //               operands read transposed from shared memory), which the copy engine adds to an fp32 accumulator
 //               while the next tile's products run; a last kernel scales it into dQ. The share: at head dim 64
-//               the sum over this consumer's 64 keys, at 128 half of dQ's columns over the block's 128 keys
-//               (both consumers' dS^T, a barrier between them: half the accumulators and half the additions)
+//               the sum over this consumer's 64 keys, the two consumers' shares summed in shared memory before
+//               the one addition; at 128 half of dQ's columns over the block's 128 keys (both consumers' dS^T,
+//               a barrier between them: half the accumulators and half the additions)
 //   dQ          (two passes) a block owns 128 queries and walks the key tiles of 64 it sees; per tile, for its 64
 //               queries S = Q K^T and dP = dO V^T issued together; P = exp2(S scale log2e - L log2e);
 //               dS = P (dP - D);  dQ += dS K
@@ -55,14 +56,29 @@ constexpr int ROW_COPIERS = 32;
 template <int HEAD_DIM, int STAGES>
 constexpr int BACKWARD_SHARED_ROUNDED = (sizeof(BackwardShared<HEAD_DIM, STAGES>) + 1023) / 1024 * 1024;
 
-// The one-pass dK/dV kernel's shared memory past BackwardShared, per consumer: two dS^T tiles (64 keys by 64
-// queries in the 128-byte swizzle, the A operand of dQ = dS K; a warp writes one while the other warps' part of the
-// last product may still read the other) and 32 KiB for two buffers of its share of dQ (64 x 64 fp32: one being
-// added to the accumulator by the copy engine while the other is written). At head dim 128 this fills the 227 KiB
-// a block may have.
-struct DqShared {
+// The one-pass dK/dV kernel's shared memory past BackwardShared: per consumer two dS^T tiles (64 keys by 64 queries
+// in the 128-byte swizzle, the A operand of dQ = dS K; a warp writes one while the other warps' part of the last
+// product may still read the other), and two buffers of each warp's share of a query tile's dQ (16 rows by 64
+// columns of fp32: one being added to the accumulator by the copy engine while the other is written). At head dim
+// 64 the consumers' shares cover the same rows and columns, so a warp of consumer 0 hands its share to the warp of
+// consumer 1 with the same rows (through `share_full`), which adds its own and gives the sum to the copy engine: one
+// addition into L2 per block and tile, not two; `share_free` hands the buffer back once the copy engine has read it.
+// At head dim 128 each consumer adds its own 64 of dQ's columns, and both buffers fill the 227 KiB a block may have.
+constexpr int DQ_BUFFERS = 2;
+
+template <int HEAD_DIM>
+struct ShareBarriers {  // per buffer and warp
+  uint64_t share_full[DQ_BUFFERS][4], share_free[DQ_BUFFERS][4];
+};
+template <>
+struct ShareBarriers<128> {};  // an empty base: no bytes past the 227 KiB
+
+template <int HEAD_DIM>
+struct DqShared : ShareBarriers<HEAD_DIM> {
+  static constexpr int SHARE_FLOATS = 16 * 64, BUFFERS = DQ_BUFFERS;
+  static constexpr int SETS = HEAD_DIM == 64 ? 1 : 2;  // buffer sets: shared by the consumers, or one each
   alignas(1024) unsigned char ds[2][2][TILE_HALF];
-  alignas(16) float dq[2][2 * ROWS * 64];
+  alignas(16) float dq[SETS][BUFFERS][4][SHARE_FLOATS];
 };
 
 // The fp32 accumulator of the one-pass backward: per (batch, head) and query tile of 64, the 64 x HEAD_DIM sums in
@@ -144,12 +160,13 @@ __device__ __forceinline__ void produce_query_rows(BackwardShared<HEAD_DIM, STAG
 
 // dK/dV for one consumer's 64 keys (own_a = K, own_b = V; walked: walk_a = Q, walk_b = dO); ONE_PASS: and this
 // consumer's share of each query tile's dQ, added into dq_acc through dsh. The share: at head dim 64, dQ over this
-// consumer's 64 keys (both consumers add into all 64 columns); at head dim 128, dQ's columns 64 c to 64 c + 63 over
-// the block's 128 keys, from both consumers' dS^T (32 accumulators, not 64, and half the additions).
+// consumer's 64 keys (consumer 1 adds consumer 0's to its own, and hands the sum on); at head dim 128, dQ's columns
+// 64 c to 64 c + 63 over the block's 128 keys, from both consumers' dS^T (32 accumulators, not 64, and half the
+// additions).
 template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL, bool ONE_PASS>
-__device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& sh, DqShared& dsh, const Problem& p,
-                                             const Rows& dK, const Rows& dV, float* dq_acc, int k0, int h, int b,
-                                             int first_tile, int n_tiles) {
+__device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& sh, DqShared<HEAD_DIM>& dsh,
+                                             const Problem& p, const Rows& dK, const Rows& dV, float* dq_acc, int k0,
+                                             int h, int b, int first_tile, int n_tiles) {
   const int consumer = threadIdx.x / 128 - 1, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, t = lane % 4;
   const int my_k0 = k0 + consumer * ROWS, key = my_k0 + warp * 16 + lane / 4;  // this lane's keys: key, key + 8
   const uint32_t k_rows = shared_address(sh.own_a) + consumer * ROWS * 128;
@@ -252,27 +269,56 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
     wgmma_commit();
   };
   constexpr int WARP_FLOATS = DQ_TILE_FLOATS<HEAD_DIM> / 4;  // a warp's 16 rows of a tile's dQ
-  constexpr int SHARE_FLOATS = 16 * 64;  // of which this consumer's: its 64 columns (all of them at head dim 64)
-  constexpr int BUFFERS = 2;
-  static_assert(BUFFERS * 4 * SHARE_FLOATS == sizeof(DqShared::dq[0]) / sizeof(float));
-  auto add_dq = [&](int i) {  // once tile i's dQ share is in: into a buffer, and the copy engine adds it
-    float* buffer = dsh.dq[consumer] + (i % BUFFERS * 4 + warp) * SHARE_FLOATS;
-    if (i >= BUFFERS && lane == 0) bulk_wait_read<BUFFERS - 1>();  // this buffer's last addition has read it
-    __syncwarp();
-    fence_registers(dq);
+  using Dq = DqShared<HEAD_DIM>;
+  auto hand_to_copy_engine = [&](int i, const float* buffer) {  // lane 0, once the warp's stores are fenced
+    const int64_t tile = (int64_t(b) * p.heads + h) * query_tiles(p) + first_tile + i;
+    // at head dim 128 consumer 1's columns follow consumer 0's in the warp's rows
+    const int64_t at =
+        tile * DQ_TILE_FLOATS<HEAD_DIM> + warp * WARP_FLOATS + (HEAD_DIM == 128) * consumer * Dq::SHARE_FLOATS;
+    bulk_add(dq_acc + at, buffer, Dq::SHARE_FLOATS * 4);
+  };
+  auto add_dq = [&](int i) {  // once tile i's dQ share is in: into a buffer, and (with the other's) to the copy engine
+    const int slot = i % Dq::BUFFERS;
+    float* buffer = dsh.dq[Dq::SETS == 1 ? 0 : consumer][slot][warp];
+    if constexpr (HEAD_DIM == 64) {
+      if (consumer == 0) {  // hands its share over once the buffer's last sum has been read
+        if (i >= Dq::BUFFERS) barrier_wait(&dsh.share_free[slot][warp], (i / Dq::BUFFERS - 1) & 1);
+        fence_registers(dq);
 #pragma unroll
-    for (int n = 0; n < 8; ++n) {
-      *reinterpret_cast<float4*>(buffer + 4 * (n * 32 + lane)) =
-          make_float4(dq[4 * n], dq[4 * n + 1], dq[4 * n + 2], dq[4 * n + 3]);
+        for (int n = 0; n < 8; ++n) {
+          *reinterpret_cast<float4*>(buffer + 4 * (n * 32 + lane)) =
+              make_float4(dq[4 * n], dq[4 * n + 1], dq[4 * n + 2], dq[4 * n + 3]);
+        }
+        __syncwarp();
+        if (lane == 0) barrier_arrive(&dsh.share_full[slot][warp]);
+        return;
+      }
+      if (lane == 0 && i >= 1) {  // the last tile's sum read by the copy engine: its buffer free for consumer 0
+        bulk_wait_read<0>();
+        barrier_arrive(&dsh.share_free[(i - 1) % Dq::BUFFERS][warp]);
+      }
+      barrier_wait(&dsh.share_full[slot][warp], (i / Dq::BUFFERS) & 1);
+      fence_registers(dq);
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        float4* at = reinterpret_cast<float4*>(buffer + 4 * (n * 32 + lane));
+        const float4 other = *at;
+        *at = make_float4(other.x + dq[4 * n], other.y + dq[4 * n + 1], other.z + dq[4 * n + 2],
+                          other.w + dq[4 * n + 3]);
+      }
+    } else {
+      if (i >= Dq::BUFFERS && lane == 0) bulk_wait_read<Dq::BUFFERS - 1>();  // this buffer's last addition read it
+      __syncwarp();
+      fence_registers(dq);
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        *reinterpret_cast<float4*>(buffer + 4 * (n * 32 + lane)) =
+            make_float4(dq[4 * n], dq[4 * n + 1], dq[4 * n + 2], dq[4 * n + 3]);
+      }
     }
     fence_shared_for_async();
     __syncwarp();
-    if (lane == 0) {  // at head dim 128 consumer 1's columns follow consumer 0's in the warp's rows
-      const int64_t tile = (int64_t(b) * p.heads + h) * query_tiles(p) + first_tile + i;
-      const int64_t at =
-          tile * DQ_TILE_FLOATS<HEAD_DIM> + warp * WARP_FLOATS + (HEAD_DIM == 128) * consumer * SHARE_FLOATS;
-      bulk_add(dq_acc + at, buffer, SHARE_FLOATS * 4);
-    }
+    if (lane == 0) hand_to_copy_engine(i, buffer);
   };
 
   barrier_wait(&sh.own_full, 0);
@@ -346,8 +392,13 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
       if (lane == 0) bulk_wait_done();
     }
   }
-  store_accumulator<T, HEAD_DIM>(head_rows<T>(dK, b, h), dK.row_stride, dk, key, p.n_keys, p.scale);
-  store_accumulator<T, HEAD_DIM>(head_rows<T>(dV, b, h), dV.row_stride, dv, key, p.n_keys, 1.f);
+  // the lane's keys again, from %tid read afresh: without the mask nothing in the loop needs them, and kept live
+  // across it they cost the one-pass loop a register it has not got
+  int tid;
+  asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(tid));
+  const int out_key = k0 + (tid / 128 - 1) * ROWS + tid / 32 % 4 * 16 + tid % 32 / 4;
+  store_accumulator<T, HEAD_DIM>(head_rows<T>(dK, b, h), dK.row_stride, dk, out_key, p.n_keys, p.scale);
+  store_accumulator<T, HEAD_DIM>(head_rows<T>(dV, b, h), dV.row_stride, dv, out_key, p.n_keys, 1.f);
 }
 
 // dQ for one consumer's 64 queries (own_a = Q, own_b = dO; walked: walk_a = K, walk_b = V).
@@ -429,9 +480,9 @@ __device__ __forceinline__ void consume_dq(BackwardShared<HEAD_DIM, STAGES>& sh,
 
 // DqShared, after BackwardShared in the one-pass kernel's shared memory
 template <int HEAD_DIM, int STAGES>
-__device__ __forceinline__ DqShared& dq_shared(BackwardShared<HEAD_DIM, STAGES>& sh) {
+__device__ __forceinline__ DqShared<HEAD_DIM>& dq_shared(BackwardShared<HEAD_DIM, STAGES>& sh) {
   unsigned char* past = reinterpret_cast<unsigned char*>(&sh) + BACKWARD_SHARED_ROUNDED<HEAD_DIM, STAGES>;
-  return *reinterpret_cast<DqShared*>(past);
+  return *reinterpret_cast<DqShared<HEAD_DIM>*>(past);
 }
 
 // `full_arrivals`: the producer's thread that starts the copies, and in the dK/dV pass the lanes that copy L and D
@@ -463,6 +514,17 @@ __global__ void __launch_bounds__(THREADS, 1)
   // the query tiles that see these keys: all, or (causal, top-left) those from the tile holding query k0 on
   const int first_tile = CAUSAL ? k0 / ROWS : 0;
   const int n_tiles = max(0, query_tiles(problem) - first_tile);
+  if constexpr (ONE_PASS && HEAD_DIM == 64) {  // lane 0 of a warp arrives; init_barriers fences them
+    if (threadIdx.x == 0) {
+      auto& dsh = dq_shared(sh);
+      for (int slot = 0; slot < DqShared<HEAD_DIM>::BUFFERS; ++slot) {
+        for (int warp = 0; warp < 4; ++warp) {
+          barrier_init(&dsh.share_full[slot][warp], 1);
+          barrier_init(&dsh.share_free[slot][warp], 1);
+        }
+      }
+    }
+  }
   init_barriers(sh, 1 + ROW_COPIERS);
   if (threadIdx.x < 128) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGISTERS));
@@ -563,7 +625,8 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
   }
   const dim3 key_blocks((p.n_keys + BLOCK_ROWS - 1) / BLOCK_ROWS, p.heads, p.batch);
   if (dq_acc != nullptr) {
-    constexpr int SHARED = BACKWARD_SHARED_ROUNDED<HEAD_DIM, DKDV_STAGES<HEAD_DIM>> + sizeof(DqShared) + 1024;
+    constexpr int SHARED =
+        BACKWARD_SHARED_ROUNDED<HEAD_DIM, DKDV_STAGES<HEAD_DIM>> + sizeof(DqShared<HEAD_DIM>) + 1024;
     constexpr auto one_pass = hopper_bwd_dkdv_kernel<T, HEAD_DIM, DKDV_STAGES<HEAD_DIM>, CAUSAL, true>;
     const cudaError_t error = systems_flash_cuda::allow_shared<one_pass>(SHARED);
     if (error != cudaSuccess) return error;
