@@ -150,9 +150,11 @@ report.glue_all("hopper_table", hopper.table_facts(versus))
 # loop. It takes one pass: each consumer also stores its dSᵀ in shared memory, multiplies its share of the tile's dQ
 # (dS K, both operands read transposed by wgmma) and hands it to the copy engine, which adds it into an fp32
 # accumulator while the next tile's products run, and a last kernel scales the sums into dQ. At head dimension 64 a
-# consumer's share is the sum over its own 64 keys, so the two shares meet in the accumulator, not in a barrier; at
-# 128 it is half of dQ's columns over the block's 128 keys, from both consumers' dSᵀ after a barrier between them:
-# 32 accumulators instead of 64, and half the additions. Under `torch.use_deterministic_algorithms` it takes two
+# consumer's share is the sum over its own 64 keys, over the same rows and columns as the other's: each warp of the
+# first consumer hands its share through shared memory to the warp of the second with the same rows, which adds its
+# own and gives the copy engine one addition where there were two (an mbarrier each way, not a barrier that holds
+# the consumers in step); at 128 it is half of dQ's columns over the block's 128 keys, from both consumers' dSᵀ
+# after a barrier between them: 32 accumulators instead of 64, and half the additions. Under `torch.use_deterministic_algorithms` it takes two
 # passes, the second a dQ kernel that owns 128 queries and walks the keys, nothing added up in a changing order. A
 # consumer issues the next tile's S and dP before the last product of the tile it is finishing, so the tensor cores
 # have work while it computes P and dS; at head dimension 128 the dK/dV kernel's accumulators leave no registers for
@@ -176,11 +178,15 @@ report.glue_all("hopper_backward", hopper.backward_facts(backward))
 # One pass does five matrix products per tile pair, two passes seven. Sharing dSᵀ between the consumers pays at head
 # dimension 128, where it frees registers and halves the additions, and not at 64: there an early version in which
 # one consumer added dQ up was slower than two passes, and a later one that split dQ's columns (32 each) was 1.02
-# to 1.06 times slower than the unshared pass (the log has both). The registered attention takes this backward where the runs recorded in the log
-# found it the faster: at head dimension 128 at every length; at 64 from 8,192 keys, and from 2,048 where the batch
-# and the heads give it at least 1,536 blocks (a dozen waves of 132 SMs: with fewer, the last wave's causal imbalance
-# costs more than the one pass saves), and the Triton one elsewhere. The
-# experiment log (`book/log.md`) has every attempt with its numbers, and what a next one needs.
+# to 1.06 times slower than the unshared pass (the log has both). Summing the two shares in shared memory before
+# the copy engine's one addition does pay at 64, if the second consumer sums them where both used to hand theirs
+# over: the kernel got faster at every causal shape the log's runs timed on an H200, after the tables above were
+# measured; summed after the second consumer's dSᵀ, or with the roles alternating by tile, it got slower. The
+# registered attention takes this backward where the runs recorded in the log found it the faster: at head dimension
+# 128 at every length; at 64 from 8,192 keys, and from 2,048 where the batch and the heads give it at least 1,536
+# blocks (a dozen waves of 132 SMs: with fewer, the last wave's causal imbalance costs more than the one pass saves),
+# and the Triton one elsewhere. The experiment log (`book/log.md`) has every attempt with its numbers, and what a
+# next one needs.
 
 # %% [markdown]
 # ## In the model's training step

@@ -1,0 +1,685 @@
+// FlashAttention's backward written for Hopper (sm_90a) in CUDA C++, in the forward's shape (flash_hopper_forward.cu):
+// a producer warpgroup feeding rings of shared-memory stages through the copy engine, two consumer warpgroups of 64
+// rows each multiplying with asynchronous wgmma, the products that need no transposed operand issued from registers.
+// One pass, as FlashAttention-2 and cuDNN take it, dQ added up in fp32 as the dK/dV pass goes; under
+// torch.use_deterministic_algorithms (nothing then added up in an order that changes from run to run) two passes, as
+// the Triton kernels take them at head dim 128 (../flash_triton/backward_kernels.py):
+//   preprocess  D = rowsum(dO * O) (delta_kernel, flash_cuda.cuh)
+//   dK/dV       a block owns 128 keys and walks the query tiles of 64 that see them; per tile, for its 64 keys
+//                 S^T = K Q^T and dP^T = V dO^T issued together (shared memory)
+//                 P^T = exp2(S^T scale log2e - L log2e)          (under dP^T)
+//                 dV += P^T dO                                    (P^T from registers)
+//                 dS^T = P^T (dP^T - D);  dK += dS^T Q            (dS^T under dV; dS^T from registers)
+//               one pass: also dS^T into shared memory, and this consumer's share of the tile's dQ, dS K (both
+//               operands read transposed from shared memory), which the copy engine adds to an fp32 accumulator
+//               while the next tile's products run; a last kernel scales it into dQ. The share: at head dim 64
+//               the sum over this consumer's 64 keys, at 128 half of dQ's columns over the block's 128 keys
+//               (both consumers' dS^T, a barrier between them: half the accumulators and half the additions)
+//   dQ          (two passes) a block owns 128 queries and walks the key tiles of 64 it sees; per tile, for its 64
+//               queries S = Q K^T and dP = dO V^T issued together; P = exp2(S scale log2e - L log2e);
+//               dS = P (dP - D);  dQ += dS K
+// and at the end dK and dQ are scaled by the softmax scale.
+// Each consumer keeps the tensor cores fed across its tiles: the next tile's first two products are issued as soon as
+// the last product of this one is, and run while it finishes (FlashAttention-3's intra-warpgroup overlap), except in
+// the dK/dV pass at head dim 128, whose dK and dV take half a consumer's registers, and which runs a tile's products
+// in turn. In the
+// dK/dV pass a second producer warp copies each query tile's L and D into the stage beside Q and dO, so no consumer
+// waits on a global load inside its loop.
+#include "flash_hopper.cuh"
+#ifndef PAIRING
+#define PAIRING 2
+#endif
+
+namespace systems_flash_hopper {
+
+constexpr int ROWS = 64;                           // a consumer's rows, and the tile the other operand walks in
+constexpr int BLOCK_ROWS = 2 * ROWS;               // a block's rows: two consumers
+static_assert(BLOCK_ROWS == BACKWARD_BLOCK_KEYS);
+constexpr int THREADS = 384, CONSUMER_REGISTERS = 240;
+constexpr int TILE_HALF = ROWS * TILE_COLUMNS * 2;         // a (64, 64) tile: 8 KiB
+constexpr int BLOCK_HALF = BLOCK_ROWS * TILE_COLUMNS * 2;  // a (128, 64) tile: 16 KiB
+
+// A block's shared memory, either pass: its own rows of two tensors, loaded once (K and V for dK/dV, Q and dO for dQ),
+// and a ring of the tiles of two tensors it walks (Q and dO, or K and V).
+template <int HEAD_DIM, int STAGES>
+struct BackwardShared {
+  static constexpr int HALVES = HEAD_DIM / TILE_COLUMNS;
+  alignas(1024) unsigned char own_a[HALVES * BLOCK_HALF];
+  alignas(1024) unsigned char own_b[HALVES * BLOCK_HALF];
+  alignas(1024) unsigned char walk_a[STAGES][HALVES * TILE_HALF];
+  alignas(1024) unsigned char walk_b[STAGES][HALVES * TILE_HALF];
+  float lse[STAGES][ROWS], delta[STAGES][ROWS];  // the dK/dV pass: L and D of each walked query tile
+  uint64_t own_full, full[STAGES], empty[STAGES];
+};
+
+// The producer warp of the dK/dV pass that copies L and D: a full stage waits for each of its lanes too.
+constexpr int ROW_COPIERS = 32;
+
+template <int HEAD_DIM, int STAGES>
+constexpr int BACKWARD_SHARED_ROUNDED = (sizeof(BackwardShared<HEAD_DIM, STAGES>) + 1023) / 1024 * 1024;
+
+// The one-pass dK/dV kernel's shared memory past BackwardShared: per consumer two dS^T tiles (64 keys by 64 queries
+// in the 128-byte swizzle, the A operand of dQ = dS K; a warp writes one while the other warps' part of the last
+// product may still read the other), and two buffers of each warp's share of a query tile's dQ (16 rows by 64
+// columns of fp32: one being added to the accumulator by the copy engine while the other is written). At head dim
+// 64 the consumers' shares cover the same rows and columns, so a warp of consumer 0 hands its share to the warp of
+// consumer 1 with the same rows (through `share_full`), which adds its own and gives the sum to the copy engine: one
+// addition into L2 per block and tile, not two; `share_free` hands the buffer back once the copy engine has read it.
+// At head dim 128 each consumer adds its own 64 of dQ's columns, and both buffers fill the 227 KiB a block may have.
+template <int HEAD_DIM>
+struct ShareBarriers {  // per buffer and warp
+  uint64_t share_full[2][4], share_free[2][4];
+};
+template <>
+struct ShareBarriers<128> {};  // an empty base: no bytes past the 227 KiB
+
+template <int HEAD_DIM>
+struct DqShared : ShareBarriers<HEAD_DIM> {
+  static constexpr int SHARE_FLOATS = 16 * 64, BUFFERS = 2;
+  static constexpr int SETS = HEAD_DIM == 64 ? 1 : 2;  // buffer sets: shared by the consumers, or one each
+  alignas(1024) unsigned char ds[2][2][TILE_HALF];
+  alignas(16) float dq[SETS][BUFFERS][4][SHARE_FLOATS];
+};
+
+// The fp32 accumulator of the one-pass backward: per (batch, head) and query tile of 64, the 64 x HEAD_DIM sums in
+// the order the wgmma accumulators hold them (warp w, column group n, lane: four floats, rows r and r + 8 of columns
+// 8 n + 2 (lane % 4) and one more), so that each warp's share is 16 rows' worth of consecutive floats, stored 16
+// bytes a lane without bank conflicts and added by one bulk copy.
+template <int HEAD_DIM>
+constexpr int DQ_TILE_FLOATS = ROWS * HEAD_DIM;
+
+// The query tiles of 64 a (batch, head) has: the tiles of the accumulator, and those the dK/dV pass walks.
+__host__ __device__ inline int query_tiles(const Problem& p) { return (p.n_queries + ROWS - 1) / ROWS; }
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+// Rows row and row + 8 of a consumer's accumulator (HEAD_DIM columns), times `scale`, into (n_rows, HEAD_DIM) rows.
+template <typename T, int HEAD_DIM>
+__device__ __forceinline__ void store_accumulator(T* out, int64_t row_stride, const float (&acc)[HEAD_DIM / 2],
+                                                  int row, int n_rows, float scale) {
+  const int t = threadIdx.x % 4;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = row + 8 * half;
+    if (r >= n_rows) continue;
+#pragma unroll
+    for (int n = 0; n < HEAD_DIM / 8; ++n) {
+      const uint32_t two = Element<T>::pack(acc[4 * n + 2 * half] * scale, acc[4 * n + 2 * half + 1] * scale);
+      *reinterpret_cast<uint32_t*>(out + r * row_stride + n * 8 + 2 * t) = two;
+    }
+  }
+}
+
+// The producer of either pass: the block's own rows of two tensors once, then the walked tiles into the ring.
+template <int HEAD_DIM, int STAGES>
+__device__ __forceinline__ void produce(BackwardShared<HEAD_DIM, STAGES>& sh, const CUtensorMap& own_a,
+                                        const CUtensorMap& own_b, const CUtensorMap& walk_a,
+                                        const CUtensorMap& walk_b, int own0, int first_tile, int n_tiles, int h,
+                                        int b) {
+  constexpr int HALVES = HEAD_DIM / TILE_COLUMNS;
+  barrier_expect(&sh.own_full, 2 * HALVES * BLOCK_HALF);
+#pragma unroll
+  for (int c = 0; c < HALVES; ++c) {
+    copy_box(sh.own_a + c * BLOCK_HALF, own_a, &sh.own_full, c * TILE_COLUMNS, own0, h, b);
+    copy_box(sh.own_b + c * BLOCK_HALF, own_b, &sh.own_full, c * TILE_COLUMNS, own0, h, b);
+  }
+  for (int i = 0; i < n_tiles; ++i) {
+    const int stage = i % STAGES, row0 = (first_tile + i) * ROWS;
+    if (i >= STAGES) barrier_wait(&sh.empty[stage], (i / STAGES - 1) & 1);
+    barrier_expect(&sh.full[stage], 2 * HALVES * TILE_HALF);
+#pragma unroll
+    for (int c = 0; c < HALVES; ++c) {
+      copy_box(sh.walk_a[stage] + c * TILE_HALF, walk_a, &sh.full[stage], c * TILE_COLUMNS, row0, h, b);
+      copy_box(sh.walk_b[stage] + c * TILE_HALF, walk_b, &sh.full[stage], c * TILE_COLUMNS, row0, h, b);
+    }
+  }
+}
+
+// The dK/dV pass's second producer warp: each walked query tile's L and D into its stage, through cp.async, each
+// lane arriving on the stage's full barrier when its copies land. Past the last query it writes zeros: those rows
+// of Q and dO read as zeros too, so their P (exp2(0) = 1) multiplies zeros and their dS is 0.
+template <int HEAD_DIM, int STAGES>
+__device__ __forceinline__ void produce_query_rows(BackwardShared<HEAD_DIM, STAGES>& sh, const Problem& p,
+                                                   const float* L, const float* delta, int64_t bh, int first_tile,
+                                                   int n_tiles) {
+  const int lane = threadIdx.x % 32;
+  for (int i = 0; i < n_tiles; ++i) {
+    const int stage = i % STAGES, q0 = (first_tile + i) * ROWS;
+    if (i >= STAGES) barrier_wait(&sh.empty[stage], (i / STAGES - 1) & 1);
+#pragma unroll
+    for (int j = lane; j < ROWS; j += 32) {
+      const bool inside = q0 + j < p.n_queries;
+      const int64_t at = bh * p.n_queries + (inside ? q0 + j : 0);
+      systems_flash_cuda::cp_async_4(shared_address(&sh.lse[stage][j]), L + at, inside);
+      systems_flash_cuda::cp_async_4(shared_address(&sh.delta[stage][j]), delta + at, inside);
+    }
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(shared_address(&sh.full[stage]))
+                 : "memory");
+  }
+}
+
+// dK/dV for one consumer's 64 keys (own_a = K, own_b = V; walked: walk_a = Q, walk_b = dO); ONE_PASS: and this
+// consumer's share of each query tile's dQ, added into dq_acc through dsh. The share: at head dim 64, dQ over this
+// consumer's 64 keys (both consumers add into all 64 columns); at head dim 128, dQ's columns 64 c to 64 c + 63 over
+// the block's 128 keys, from both consumers' dS^T (32 accumulators, not 64, and half the additions).
+template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL, bool ONE_PASS>
+__device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& sh, DqShared<HEAD_DIM>& dsh, const Problem& p,
+                                             const Rows& dK, const Rows& dV, float* dq_acc, int k0, int h, int b,
+                                             int first_tile, int n_tiles) {
+  const int consumer = threadIdx.x / 128 - 1, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, t = lane % 4;
+  const int my_k0 = k0 + consumer * ROWS, key = my_k0 + warp * 16 + lane / 4;  // this lane's keys: key, key + 8
+  const uint32_t k_rows = shared_address(sh.own_a) + consumer * ROWS * 128;
+  const uint32_t v_rows = shared_address(sh.own_b) + consumer * ROWS * 128;
+  const float qk_scale = p.scale * LOG2E;
+  float dk[HEAD_DIM / 2] = {}, dv[HEAD_DIM / 2] = {}, s[32], dp[32];
+  uint32_t pt[ROWS / 16][4], dst[ROWS / 16][4];
+
+  // tile i's S^T and dP^T, issued together or (one pass) with the last tile's dQ share between them
+  auto issue_s = [&](int i) {
+    const int stage = i % STAGES;
+    barrier_wait(&sh.full[stage], (i / STAGES) & 1);
+    issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(s, k_rows, shared_address(sh.walk_a[stage]));  // K Q^T
+  };
+  auto issue_dp = [&](int i) {
+    issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(dp, v_rows, shared_address(sh.walk_b[i % STAGES]));
+  };
+  auto issue_scores = [&](int i) {
+    issue_s(i);
+    issue_dp(i);
+  };
+  // once S^T is in: P^T, and dV += P^T dO issued
+  auto probabilities = [&](int i) {
+    const int stage = i % STAGES, q0 = (first_tile + i) * ROWS;
+    const float* lse = sh.lse[stage];  // this lane's queries: q0 + 8 n + 2 t + c
+    fence_registers(s);
+    const bool diagonal = CAUSAL && q0 < my_k0 + ROWS - 1;  // some key of this consumer's past some query
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      const float2 l = *reinterpret_cast<const float2*>(lse + 8 * n + 2 * t);  // 8-byte aligned: 2 t is even
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int c = e & 1, query = q0 + 8 * n + 2 * t + c;
+        float pv = fast_exp2(fmaf(s[4 * n + e], qk_scale, -(c ? l.y : l.x) * LOG2E));
+        if (diagonal && key + 8 * (e >> 1) > query) pv = 0.f;
+        s[4 * n + e] = pv;
+      }
+    }
+    to_operand<T, ROWS>(pt, s);
+    issue_from_registers<T, HEAD_DIM, ROWS, TILE_HALF>(dv, pt, shared_address(sh.walk_b[stage]));  // dV += P^T dO
+  };
+  // once dP^T is in: dS^T = P^T (dP^T - D), in dp's registers
+  auto score_gradients = [&](int i) {
+    const float* dd = sh.delta[i % STAGES];
+    fence_registers(dp);
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      const float2 pair = *reinterpret_cast<const float2*>(dd + 8 * n + 2 * t);
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const float d = c ? pair.y : pair.x;
+        dp[4 * n + c] = s[4 * n + c] * (dp[4 * n + c] - d);
+        dp[4 * n + 2 + c] = s[4 * n + 2 + c] * (dp[4 * n + 2 + c] - d);
+      }
+    }
+  };
+  auto issue_dk = [&](int i) {  // dK += dS^T Q, from the registers the previous tile left in dst
+    issue_from_registers<T, HEAD_DIM, ROWS, TILE_HALF>(dk, dst, shared_address(sh.walk_a[i % STAGES]));
+  };
+
+  // One pass: dq holds this consumer's share of a query tile's dQ from issue_dq until add_dq hands it to the copy
+  // engine. dst[kk][r] is dS^T at key row 16 warp + lane / 4 + 8 (r % 2), queries 8 (2 kk + r / 2) + 2 t and one
+  // more: stored in the copy engine's swizzle (16-byte chunk n of row r at n ^ (r % 8)), for wgmma to read.
+  float dq[32];  // 64 queries by 64 columns of dQ
+  auto issue_dq = [&](int i) {  // once dst holds tile i's dS^T
+    const uint32_t ds_tile = shared_address(dsh.ds[consumer][i % 2]);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int row = warp * 16 + lane / 4 + 8 * (r % 2), chunk = 2 * kk + r / 2;
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds_tile + row * 128 + ((chunk ^ (row % 8)) << 4) + 4 * t),
+                     "r"(dst[kk][r])
+                     : "memory");
+      }
+    }
+    fence_shared_for_async();
+    if constexpr (HEAD_DIM == 64) {
+      consumer_sync(consumer);
+    } else {
+      consumers_sync();  // the other consumer's dS^T is read too
+    }
+    wgmma_fence();
+    if constexpr (HEAD_DIM == 64) {
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {  // 16 keys a step: 16 rows of both tiles
+        const uint64_t a = descriptor(ds_tile + kk * 2048, TILE_HALF, 1024);
+        wgmma_ss_n64<T, 1>(dq, a, descriptor(k_rows + kk * 2048, BLOCK_HALF, 1024), kk);
+      }
+    } else {
+      // 16 keys a step over the block's 128: consumer 0's dS^T rows, then consumer 1's, against K's rows in this
+      // consumer's column half
+      const uint32_t k_half = shared_address(sh.own_a) + consumer * BLOCK_HALF;
+#pragma unroll
+      for (int kk = 0; kk < 8; ++kk) {
+        const uint64_t a = descriptor(shared_address(dsh.ds[kk / 4][i % 2]) + kk % 4 * 2048, TILE_HALF, 1024);
+        wgmma_ss_n64<T, 1>(dq, a, descriptor(k_half + kk * 2048, BLOCK_HALF, 1024), kk);
+      }
+    }
+    wgmma_commit();
+  };
+  constexpr int WARP_FLOATS = DQ_TILE_FLOATS<HEAD_DIM> / 4;  // a warp's 16 rows of a tile's dQ
+  using Dq = DqShared<HEAD_DIM>;
+  auto hand_to_copy_engine = [&](int i, const float* buffer) {  // lane 0, once the warp's stores are fenced
+    const int64_t tile = (int64_t(b) * p.heads + h) * query_tiles(p) + first_tile + i;
+    // at head dim 128 consumer 1's columns follow consumer 0's in the warp's rows
+    const int64_t at = tile * DQ_TILE_FLOATS<HEAD_DIM> + warp * WARP_FLOATS + (HEAD_DIM == 128) * consumer * Dq::SHARE_FLOATS;
+    bulk_add(dq_acc + at, buffer, Dq::SHARE_FLOATS * 4);
+  };
+  auto add_dq = [&](int i) {  // once tile i's dQ share is in: into a buffer, and (with the other's) to the copy engine
+    const int slot = i % Dq::BUFFERS;
+    float* buffer = dsh.dq[Dq::SETS == 1 ? 0 : consumer][slot][warp];
+    if constexpr (HEAD_DIM == 64) {
+#if PAIRING == 2
+      const bool writes = i % 2 == consumer;
+#else
+      const bool writes = consumer == 0;
+#endif
+      if (writes) {  // hands its share over once the buffer's last sum has been read
+#if PAIRING == 2
+        if (lane == 0 && i >= 1) {  // the sum this consumer gave the copy engine last tile, read: its buffer free
+          bulk_wait_read<0>();
+          barrier_arrive(&dsh.share_free[(i - 1) % Dq::BUFFERS][warp]);
+        }
+#endif
+        if (i >= Dq::BUFFERS) barrier_wait(&dsh.share_free[slot][warp], (i / Dq::BUFFERS - 1) & 1);
+        fence_registers(dq);
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+          *reinterpret_cast<float4*>(buffer + 4 * (n * 32 + lane)) =
+              make_float4(dq[4 * n], dq[4 * n + 1], dq[4 * n + 2], dq[4 * n + 3]);
+        }
+        __syncwarp();
+        if (lane == 0) barrier_arrive(&dsh.share_full[slot][warp]);
+        return;
+      }
+#if PAIRING != 2
+      if (lane == 0 && i >= 1) {  // the last tile's sum read by the copy engine: its buffer free for consumer 0
+        bulk_wait_read<0>();
+        barrier_arrive(&dsh.share_free[(i - 1) % Dq::BUFFERS][warp]);
+      }
+#endif
+      barrier_wait(&dsh.share_full[slot][warp], (i / Dq::BUFFERS) & 1);
+      fence_registers(dq);
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        float4* at = reinterpret_cast<float4*>(buffer + 4 * (n * 32 + lane));
+        const float4 other = *at;
+        *at = make_float4(other.x + dq[4 * n], other.y + dq[4 * n + 1], other.z + dq[4 * n + 2],
+                          other.w + dq[4 * n + 3]);
+      }
+    } else {
+      if (i >= Dq::BUFFERS && lane == 0) bulk_wait_read<Dq::BUFFERS - 1>();  // this buffer's last addition read it
+      __syncwarp();
+      fence_registers(dq);
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        *reinterpret_cast<float4*>(buffer + 4 * (n * 32 + lane)) =
+            make_float4(dq[4 * n], dq[4 * n + 1], dq[4 * n + 2], dq[4 * n + 3]);
+      }
+    }
+    fence_shared_for_async();
+    __syncwarp();
+    if (lane == 0) hand_to_copy_engine(i, buffer);
+  };
+
+  barrier_wait(&sh.own_full, 0);
+  if constexpr (HEAD_DIM == 64) {
+    if (n_tiles > 0) {
+      issue_scores(0);
+      wgmma_wait<1>();  // S^T
+      probabilities(0);
+      wgmma_wait<1>();  // dP^T
+      score_gradients(0);
+      wgmma_wait<0>();  // dV: P^T's registers free
+      fence_registers(dv);
+      to_operand<T, ROWS>(dst, dp);
+      for (int i = 1; i < n_tiles; ++i) {
+        // the tensor cores take this tile's S^T and dP^T and the last tile's dK in a row, while the exponentials of
+        // this tile wait for S^T alone; one pass issues the last tile's dQ share after S^T (its dS^T stores and
+        // barrier run under S^T) and hands it to the copy engine after the exponentials, not before them (4 % off
+        // the kernel's time at the leaderboard's shape). Every product is issued and waited for within the
+        // iteration: one left running across the loop's back edge makes ptxas serialise them.
+        if constexpr (ONE_PASS) {
+          issue_s(i);
+          issue_dq(i - 1);
+          issue_dp(i);
+          issue_dk(i - 1);
+          wgmma_wait<3>();  // S^T
+          probabilities(i);
+          wgmma_wait<3>();  // the last tile's dQ share
+#if PAIRING == 1
+          add_dq(i - 1);
+#elif PAIRING == 2
+          if ((i - 1) % 2 == consumer) add_dq(i - 1);
+#else
+          if (consumer == 0) add_dq(i - 1);
+#endif
+          wgmma_wait<2>();  // dP^T
+        } else {
+          issue_scores(i);
+          issue_dk(i - 1);
+          wgmma_wait<2>();  // S^T
+          probabilities(i);
+          wgmma_wait<2>();  // dP^T
+        }
+        score_gradients(i);
+        // consumer 1 adds the shares once P^T's fp32 registers are free, and consumer 0's share has had longer
+#if PAIRING == 2
+        if (ONE_PASS && (i - 1) % 2 != consumer) add_dq(i - 1);
+#elif PAIRING == 0
+        if (ONE_PASS && consumer == 1) add_dq(i - 1);
+#endif
+        wgmma_wait<0>();  // the last tile's dK and this tile's dV
+        fence_registers(dk);
+        fence_registers(dv);
+        if (lane == 0) barrier_arrive(&sh.empty[(i - 1) % STAGES]);  // the last tile's Q and dO read
+        to_operand<T, ROWS>(dst, dp);
+      }
+      if constexpr (ONE_PASS) issue_dq(n_tiles - 1);
+      issue_dk(n_tiles - 1);
+      wgmma_wait<0>();
+      fence_registers(dk);
+      if constexpr (ONE_PASS) {
+        add_dq(n_tiles - 1);
+        if (lane == 0) bulk_wait_done();  // the block's shared memory read, and the sums in place for the last kernel
+      }
+    }
+  } else {  // head dim 128: dK and dV take 128 registers, too many to hold dS^T's across the next tile's products
+    for (int i = 0; i < n_tiles; ++i) {
+      issue_scores(i);
+      wgmma_wait<1>();  // S^T
+      probabilities(i);
+      wgmma_wait<1>();  // dP^T
+      score_gradients(i);
+      wgmma_wait<0>();  // dV: P^T's registers free
+      fence_registers(dv);
+      to_operand<T, ROWS>(dst, dp);
+      if constexpr (ONE_PASS) issue_dq(i);
+      issue_dk(i);
+      wgmma_wait<0>();
+      fence_registers(dk);
+      if (lane == 0) barrier_arrive(&sh.empty[i % STAGES]);
+      if constexpr (ONE_PASS) add_dq(i);
+    }
+    if constexpr (ONE_PASS) {
+      if (lane == 0) bulk_wait_done();
+    }
+  }
+  store_accumulator<T, HEAD_DIM>(head_rows<T>(dK, b, h), dK.row_stride, dk, key, p.n_keys, p.scale);
+  store_accumulator<T, HEAD_DIM>(head_rows<T>(dV, b, h), dV.row_stride, dv, key, p.n_keys, 1.f);
+}
+
+// dQ for one consumer's 64 queries (own_a = Q, own_b = dO; walked: walk_a = K, walk_b = V).
+template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL>
+__device__ __forceinline__ void consume_dq(BackwardShared<HEAD_DIM, STAGES>& sh, const Problem& p, const float* L,
+                                           const float* delta, const Rows& dQ, int q0, int h, int b, int n_tiles) {
+  const int consumer = threadIdx.x / 128 - 1, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, t = lane % 4;
+  const int my_q0 = q0 + consumer * ROWS, row = my_q0 + warp * 16 + lane / 4;  // this lane's rows: row, row + 8
+  const uint32_t q_rows = shared_address(sh.own_a) + consumer * ROWS * 128;
+  const uint32_t do_rows = shared_address(sh.own_b) + consumer * ROWS * 128;
+  const int64_t bh = int64_t(b) * p.heads + h;
+  const float qk_scale = p.scale * LOG2E;
+  float lse[2], dd[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = row + 8 * half;
+    lse[half] = r < p.n_queries ? L[bh * p.n_queries + r] * LOG2E : 0.f;
+    dd[half] = r < p.n_queries ? delta[bh * p.n_queries + r] : 0.f;
+  }
+  float dq[HEAD_DIM / 2] = {}, s[32], dp[32];
+  uint32_t ds[ROWS / 16][4];
+  auto issue_scores = [&](int j) {  // tile j's S = Q K^T and dP = dO V^T, issued together
+    const int stage = j % STAGES;
+    barrier_wait(&sh.full[stage], (j / STAGES) & 1);
+    issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(s, q_rows, shared_address(sh.walk_a[stage]));
+    issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(dp, do_rows, shared_address(sh.walk_b[stage]));
+  };
+  auto probabilities = [&](int j) {  // once S is in: P, in s's registers
+    const int k0 = j * ROWS;
+    fence_registers(s);
+    const bool edge = k0 + ROWS > p.n_keys || (CAUSAL && k0 + ROWS - 1 > my_q0);
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = k0 + 8 * n + 2 * t + (e & 1), query = row + 8 * (e >> 1);
+        float pv = fast_exp2(fmaf(s[4 * n + e], qk_scale, -lse[e >> 1]));
+        if (edge && (key >= p.n_keys || (CAUSAL && key > query))) pv = 0.f;
+        s[4 * n + e] = pv;
+      }
+    }
+  };
+  auto score_gradients = [&] {  // once dP is in: dS = P (dP - D), in dp's registers
+    fence_registers(dp);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) dp[i] = s[i] * (dp[i] - dd[(i >> 1) & 1]);
+  };
+  auto issue_dq = [&](int j) {  // dQ += dS K, from the registers the previous tile left in ds
+    issue_from_registers<T, HEAD_DIM, ROWS, TILE_HALF>(dq, ds, shared_address(sh.walk_a[j % STAGES]));
+  };
+
+  barrier_wait(&sh.own_full, 0);
+  if (n_tiles > 0) {
+    issue_scores(0);
+    wgmma_wait<1>();  // S
+    probabilities(0);
+    wgmma_wait<0>();  // dP
+    score_gradients();
+    to_operand<T, ROWS>(ds, dp);
+    for (int j = 1; j < n_tiles; ++j) {
+      // this tile's S and dP and the last tile's dQ in a row; the exponentials wait for S alone
+      issue_scores(j);
+      issue_dq(j - 1);
+      wgmma_wait<2>();  // S
+      probabilities(j);
+      wgmma_wait<1>();  // dP
+      score_gradients();
+      wgmma_wait<0>();  // the last tile's dQ: ds's registers free
+      fence_registers(dq);
+      if (lane == 0) barrier_arrive(&sh.empty[(j - 1) % STAGES]);  // the last tile's K and V read
+      to_operand<T, ROWS>(ds, dp);
+    }
+    issue_dq(n_tiles - 1);
+    wgmma_wait<0>();
+    fence_registers(dq);
+  }
+  store_accumulator<T, HEAD_DIM>(head_rows<T>(dQ, b, h), dQ.row_stride, dq, row, p.n_queries, p.scale);
+}
+
+// DqShared, after BackwardShared in the one-pass kernel's shared memory
+template <int HEAD_DIM, int STAGES>
+__device__ __forceinline__ DqShared<HEAD_DIM>& dq_shared(BackwardShared<HEAD_DIM, STAGES>& sh) {
+  unsigned char* past = reinterpret_cast<unsigned char*>(&sh) + BACKWARD_SHARED_ROUNDED<HEAD_DIM, STAGES>;
+  return *reinterpret_cast<DqShared<HEAD_DIM>*>(past);
+}
+
+// `full_arrivals`: the producer's thread that starts the copies, and in the dK/dV pass the lanes that copy L and D
+template <int HEAD_DIM, int STAGES>
+__device__ __forceinline__ void init_barriers(BackwardShared<HEAD_DIM, STAGES>& sh, int full_arrivals) {
+  if (threadIdx.x == 0) {
+    barrier_init(&sh.own_full, 1);
+    for (int s = 0; s < STAGES; ++s) {
+      barrier_init(&sh.full[s], full_arrivals);
+      barrier_init(&sh.empty[s], 8);  // lane 0 of each consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+}
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+// maps: K, V (boxes of 128 rows), Q, dO (boxes of 64). ONE_PASS: dQ added up into dq_acc too.
+template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL, bool ONE_PASS>
+__global__ void __launch_bounds__(THREADS, 1)
+    hopper_bwd_dkdv_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
+                           const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap do_map,
+                           const Problem problem, const float* L, const float* delta, const Rows dK, const Rows dV,
+                           float* dq_acc) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char raw[];
+  auto& sh = shared_layout<BackwardShared<HEAD_DIM, STAGES>>(raw);
+  const int h = blockIdx.y, b = blockIdx.z, k0 = blockIdx.x * BLOCK_ROWS;
+  // the query tiles that see these keys: all, or (causal, top-left) those from the tile holding query k0 on
+  const int first_tile = CAUSAL ? k0 / ROWS : 0;
+  const int n_tiles = max(0, query_tiles(problem) - first_tile);
+  if constexpr (ONE_PASS && HEAD_DIM == 64) {  // lane 0 of a warp arrives; init_barriers fences them
+    if (threadIdx.x == 0) {
+      auto& dsh = dq_shared(sh);
+      for (int slot = 0; slot < DqShared<HEAD_DIM>::BUFFERS; ++slot) {
+        for (int warp = 0; warp < 4; ++warp) {
+          barrier_init(&dsh.share_full[slot][warp], 1);
+          barrier_init(&dsh.share_free[slot][warp], 1);
+        }
+      }
+    }
+  }
+  init_barriers(sh, 1 + ROW_COPIERS);
+  if (threadIdx.x < 128) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGISTERS));
+    if (threadIdx.x == 0) produce<HEAD_DIM, STAGES>(sh, k_map, v_map, q_map, do_map, k0, first_tile, n_tiles, h, b);
+    if (threadIdx.x / 32 == 1) {
+      produce_query_rows<HEAD_DIM, STAGES>(sh, problem, L, delta, int64_t(b) * problem.heads + h, first_tile,
+                                           n_tiles);
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGISTERS));
+    consume_dkdv<T, HEAD_DIM, STAGES, CAUSAL, ONE_PASS>(sh, dq_shared(sh), problem, dK, dV, dq_acc, k0, h, b,
+                                                         first_tile, n_tiles);
+  }
+#endif
+}
+
+// maps: Q, dO (boxes of 128 rows), K, V (boxes of 64)
+template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL>
+__global__ void __launch_bounds__(THREADS, 1)
+    hopper_bwd_dq_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap do_map,
+                         const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
+                         const Problem problem, const float* L, const float* delta, const Rows dQ) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char raw[];
+  auto& sh = shared_layout<BackwardShared<HEAD_DIM, STAGES>>(raw);
+  // causal: the last query tiles see the most keys; launched first, they do not trail at the end
+  const int query_tile = CAUSAL ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int h = blockIdx.y, b = blockIdx.z, q0 = query_tile * BLOCK_ROWS;
+  const int k_end = CAUSAL ? min(problem.n_keys, q0 + BLOCK_ROWS) : problem.n_keys;
+  const int n_tiles = (k_end + ROWS - 1) / ROWS;
+  init_barriers(sh, 1);
+  if (threadIdx.x < 128) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGISTERS));
+    if (threadIdx.x == 0) produce<HEAD_DIM, STAGES>(sh, q_map, do_map, k_map, v_map, q0, 0, n_tiles, h, b);
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGISTERS));
+    consume_dq<T, HEAD_DIM, STAGES, CAUSAL>(sh, problem, L, delta, dQ, q0, h, b, n_tiles);
+  }
+#endif
+}
+
+// dQ = scale * the one-pass accumulator (DQ_TILE_FLOATS' order), a block per (query tile, head, batch): the tile
+// rounded to T into shared memory, then written out 16 bytes a thread along its rows. Each row is padded by 16 bytes
+// so that the eight rows a warp's 4-byte stores reach fall in distinct banks.
+constexpr int DQ_FROM_THREADS = 256;
+
+template <typename T, int HEAD_DIM>
+__global__ void __launch_bounds__(DQ_FROM_THREADS)
+    dq_from_accumulator_kernel(const Problem problem, const float* dq_acc, const Rows dQ) {
+  constexpr int TILE_FLOATS = DQ_TILE_FLOATS<HEAD_DIM>, ROW_CHUNKS = HEAD_DIM / 8;
+  __shared__ alignas(16) T tile_rows[ROWS][HEAD_DIM + 8];
+  const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const float4* sums = reinterpret_cast<const float4*>(
+      dq_acc + ((int64_t(b) * problem.heads + h) * gridDim.x + tile) * TILE_FLOATS);
+  for (int i = threadIdx.x; i < TILE_FLOATS / 4; i += DQ_FROM_THREADS) {  // (warp, n, lane) of the products
+    const int lane = i % 32, n = i / 32 % ROW_CHUNKS, warp = i / (32 * ROW_CHUNKS);
+    const int row = warp * 16 + lane / 4, col = 8 * n + 2 * (lane % 4);
+    const float4 sum = sums[i];
+    *reinterpret_cast<uint32_t*>(&tile_rows[row][col]) =
+        Element<T>::pack(sum.x * problem.scale, sum.y * problem.scale);
+    *reinterpret_cast<uint32_t*>(&tile_rows[row + 8][col]) =
+        Element<T>::pack(sum.z * problem.scale, sum.w * problem.scale);
+  }
+  __syncthreads();
+  T* out = head_rows<T>(dQ, b, h);
+  for (int i = threadIdx.x; i < ROWS * ROW_CHUNKS; i += DQ_FROM_THREADS) {
+    const int r = i / ROW_CHUNKS, chunk = i % ROW_CHUNKS, row = tile * ROWS + r;
+    if (row < problem.n_queries) {
+      *reinterpret_cast<uint4*>(out + row * dQ.row_stride + 8 * chunk) =
+          *reinterpret_cast<const uint4*>(&tile_rows[r][8 * chunk]);
+    }
+  }
+}
+
+namespace {
+
+// Ring depths: a consumer that leaves a tile's last product running into the next tile hands its stage back one
+// tile later, so the producer needs a third stage to stay a tile ahead (the dQ pass, and dK/dV at head dim 64); at
+// head dim 128 two fill the block's shared memory
+template <int HEAD_DIM>
+constexpr int DKDV_STAGES = HEAD_DIM == 64 ? 3 : 2;
+constexpr int DQ_STAGES = 3;
+
+template <typename T, int HEAD_DIM, bool CAUSAL>
+cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L,
+                            float* delta, Rows dq, Rows dk, Rows dv, float* dq_acc, cudaStream_t stream) {
+  if (const cudaError_t error = systems_flash_cuda::launch_delta<T, HEAD_DIM>(p, o, dout, delta, stream);
+      error != cudaSuccess) {
+    return error;
+  }
+  CUtensorMap k128, v128, q64, do64, q128, do128, k64, v64;
+  for (cudaError_t error : {tensor_map(&k128, p, k, p.n_keys, BLOCK_ROWS), tensor_map(&v128, p, v, p.n_keys, BLOCK_ROWS),
+                            tensor_map(&q64, p, q, p.n_queries, ROWS), tensor_map(&do64, p, dout, p.n_queries, ROWS),
+                            tensor_map(&q128, p, q, p.n_queries, BLOCK_ROWS),
+                            tensor_map(&do128, p, dout, p.n_queries, BLOCK_ROWS),
+                            tensor_map(&k64, p, k, p.n_keys, ROWS), tensor_map(&v64, p, v, p.n_keys, ROWS)}) {
+    if (error != cudaSuccess) return error;
+  }
+  const dim3 key_blocks((p.n_keys + BLOCK_ROWS - 1) / BLOCK_ROWS, p.heads, p.batch);
+  if (dq_acc != nullptr) {
+    constexpr int SHARED = BACKWARD_SHARED_ROUNDED<HEAD_DIM, DKDV_STAGES<HEAD_DIM>> + sizeof(DqShared<HEAD_DIM>) + 1024;
+    constexpr auto one_pass = hopper_bwd_dkdv_kernel<T, HEAD_DIM, DKDV_STAGES<HEAD_DIM>, CAUSAL, true>;
+    const cudaError_t error = systems_flash_cuda::allow_shared<one_pass>(SHARED);
+    if (error != cudaSuccess) return error;
+    one_pass<<<key_blocks, THREADS, SHARED, stream>>>(k128, v128, q64, do64, p, L, delta, dk, dv, dq_acc);
+    dq_from_accumulator_kernel<T, HEAD_DIM><<<dim3(query_tiles(p), p.heads, p.batch), DQ_FROM_THREADS, 0, stream>>>(
+        p, dq_acc, dq);
+    return cudaGetLastError();
+  }
+  constexpr int DKDV_SHARED = sizeof(BackwardShared<HEAD_DIM, DKDV_STAGES<HEAD_DIM>>) + 1024;
+  constexpr int DQ_SHARED = sizeof(BackwardShared<HEAD_DIM, DQ_STAGES>) + 1024;
+  constexpr auto dkdv = hopper_bwd_dkdv_kernel<T, HEAD_DIM, DKDV_STAGES<HEAD_DIM>, CAUSAL, false>;
+  constexpr auto dq_kernel = hopper_bwd_dq_kernel<T, HEAD_DIM, DQ_STAGES, CAUSAL>;
+  for (cudaError_t error : {systems_flash_cuda::allow_shared<dkdv>(DKDV_SHARED),
+                            systems_flash_cuda::allow_shared<dq_kernel>(DQ_SHARED)}) {
+    if (error != cudaSuccess) return error;
+  }
+  dkdv<<<key_blocks, THREADS, DKDV_SHARED, stream>>>(k128, v128, q64, do64, p, L, delta, dk, dv, nullptr);
+  dq_kernel<<<dim3((p.n_queries + BLOCK_ROWS - 1) / BLOCK_ROWS, p.heads, p.batch), THREADS, DQ_SHARED, stream>>>(
+      q128, do128, k64, v64, p, L, delta, dq);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L, float* delta,
+                     Rows dq, Rows dk, Rows dv, float* dq_acc, cudaStream_t stream) {
+  return systems_flash_cuda::launch_for_problem(p, [&](auto type, auto head_dim, auto causal) {
+    return launch_backward<typename decltype(type)::type, decltype(head_dim)::value, decltype(causal)::value>(
+        p, q, k, v, o, dout, L, delta, dq, dk, dv, dq_acc, stream);
+  });
+}
+
+// One pass at every length: with dQ's columns split between the consumers it is the faster at head dim 128 from
+// 1,024 keys too (book/log.md, 2026-11-27).
+int64_t dq_accumulator_size(const Problem& p) {
+  return int64_t(p.batch) * p.heads * query_tiles(p) * ROWS * p.head_dim;
+}
+
+}  // namespace systems_flash_hopper
