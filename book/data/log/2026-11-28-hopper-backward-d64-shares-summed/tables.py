@@ -52,3 +52,17 @@ for (shape, impl), by_tree in times.items():
     if impl == "flash_hopper fwd+bwd":
         cudnn = min(times[(shape, "sdpa_cudnn fwd+bwd")].values())
         print(f"| {shape} | {by_tree['base']:.3f} | {by_tree['kept']:.3f} | {cudnn:.3f} | {by_tree['kept'] / cudnn:.3f} |")
+
+print("\nrun 4 (at 64a4a4a, the kernels of b57f673): the Hopper backward against the Triton backward, causal, head dim 64,")
+print("the model's layout, through their C++ operators; the faster of three rounds, ms; the choice as flash_hopper makes it")
+sweep = collections.defaultdict(lambda: collections.defaultdict(lambda: float("inf")))
+for line in (HERE / "run4_sweep_at_64a4a4a.jsonl").read_text().splitlines():
+    row = json.loads(line)
+    key = (row["n"], row["B"], row["H"])
+    sweep[key][row["impl"]] = min(sweep[key][row["impl"]], row["ms"])
+print("| keys | B×H | blocks of 128 keys | Hopper | Triton | Hopper / Triton | flash_hopper takes |")
+for (n, B, H), by_impl in sweep.items():
+    blocks = B * H * n // 128
+    takes = "Hopper" if n >= 8192 or (n >= 2048 and blocks >= 1536) else "Triton"
+    hop, tri = by_impl["bwd hopper"], by_impl["bwd triton"]
+    print(f"| {n} | {B}×{H} | {blocks} | {hop:.3f} | {tri:.3f} | {hop / tri:.3f} | {takes} |")
