@@ -158,6 +158,12 @@ __device__ __forceinline__ void produce_query_rows(BackwardShared<HEAD_DIM, STAG
   }
 }
 
+// The first of a consumer thread's two keys (rows of its wgmma accumulators: this one and the one 8 below), for the
+// consumer's keys from consumer_k0, the warp in the consumer, and the lane.
+__device__ __forceinline__ int lane_key(int consumer_k0, int warp, int lane) {
+  return consumer_k0 + warp * 16 + lane / 4;
+}
+
 // dK/dV for one consumer's 64 keys (own_a = K, own_b = V; walked: walk_a = Q, walk_b = dO); ONE_PASS: and this
 // consumer's share of each query tile's dQ, added into dq_acc through dsh. The share: at head dim 64, dQ over this
 // consumer's 64 keys (consumer 1 adds consumer 0's to its own, and hands the sum on); at head dim 128, dQ's columns
@@ -168,7 +174,7 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
                                              const Problem& p, const Rows& dK, const Rows& dV, float* dq_acc, int k0,
                                              int h, int b, int first_tile, int n_tiles) {
   const int consumer = threadIdx.x / 128 - 1, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, t = lane % 4;
-  const int my_k0 = k0 + consumer * ROWS, key = my_k0 + warp * 16 + lane / 4;  // this lane's keys: key, key + 8
+  const int my_k0 = k0 + consumer * ROWS, key = lane_key(my_k0, warp, lane);  // this lane's keys: key, key + 8
   const uint32_t k_rows = shared_address(sh.own_a) + consumer * ROWS * 128;
   const uint32_t v_rows = shared_address(sh.own_b) + consumer * ROWS * 128;
   const float qk_scale = p.scale * LOG2E;
@@ -277,18 +283,21 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
         tile * DQ_TILE_FLOATS<HEAD_DIM> + warp * WARP_FLOATS + (HEAD_DIM == 128) * consumer * Dq::SHARE_FLOATS;
     bulk_add(dq_acc + at, buffer, Dq::SHARE_FLOATS * 4);
   };
+  auto write_share = [&](float* buffer) {  // this warp's share of the tile's dQ, in the accumulator's order
+    fence_registers(dq);
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      *reinterpret_cast<float4*>(buffer + 4 * (n * 32 + lane)) =
+          make_float4(dq[4 * n], dq[4 * n + 1], dq[4 * n + 2], dq[4 * n + 3]);
+    }
+  };
   auto add_dq = [&](int i) {  // once tile i's dQ share is in: into a buffer, and (with the other's) to the copy engine
     const int slot = i % Dq::BUFFERS;
     float* buffer = dsh.dq[Dq::SETS == 1 ? 0 : consumer][slot][warp];
     if constexpr (HEAD_DIM == 64) {
       if (consumer == 0) {  // hands its share over once the buffer's last sum has been read
         if (i >= Dq::BUFFERS) barrier_wait(&dsh.share_free[slot][warp], (i / Dq::BUFFERS - 1) & 1);
-        fence_registers(dq);
-#pragma unroll
-        for (int n = 0; n < 8; ++n) {
-          *reinterpret_cast<float4*>(buffer + 4 * (n * 32 + lane)) =
-              make_float4(dq[4 * n], dq[4 * n + 1], dq[4 * n + 2], dq[4 * n + 3]);
-        }
+        write_share(buffer);
         __syncwarp();
         if (lane == 0) barrier_arrive(&dsh.share_full[slot][warp]);
         return;
@@ -309,12 +318,7 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
     } else {
       if (i >= Dq::BUFFERS && lane == 0) bulk_wait_read<Dq::BUFFERS - 1>();  // this buffer's last addition read it
       __syncwarp();
-      fence_registers(dq);
-#pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        *reinterpret_cast<float4*>(buffer + 4 * (n * 32 + lane)) =
-            make_float4(dq[4 * n], dq[4 * n + 1], dq[4 * n + 2], dq[4 * n + 3]);
-      }
+      write_share(buffer);
     }
     fence_shared_for_async();
     __syncwarp();
@@ -396,7 +400,7 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
   // across it they cost the one-pass loop a register it has not got
   int tid;
   asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(tid));
-  const int out_key = k0 + (tid / 128 - 1) * ROWS + tid / 32 % 4 * 16 + tid % 32 / 4;
+  const int out_key = lane_key(k0 + (tid / 128 - 1) * ROWS, tid / 32 % 4, tid % 32);
   store_accumulator<T, HEAD_DIM>(head_rows<T>(dK, b, h), dK.row_stride, dk, out_key, p.n_keys, p.scale);
   store_accumulator<T, HEAD_DIM>(head_rows<T>(dV, b, h), dV.row_stride, dv, out_key, p.n_keys, 1.f);
 }
