@@ -1,8 +1,8 @@
 # The consumers' tile loop of the one-pass dK/dV kernels (bf16) in SASS, per version of flash_hopper_backward.cu:
-# instructions in the loop, and how many move a value from a lane's registers to the uniform ones (R2UR); for
-# flash_hopper_forward.cu (NAME "forward"), the R2UR of each whole bf16 forward kernel. Run from the repository root
-# with nvcc and cuobjdump on the PATH:
-#   python sass_loops.py NAME=path/to/flash_hopper_backward.cu ... forward=path/to/flash_hopper_forward.cu
+# instructions in the loop, and how many move a value from a lane's registers to the uniform ones (R2UR); for a
+# version of flash_hopper_forward.cu (a NAME beginning "forward"), the R2UR in each whole bf16 forward kernel.
+# Run from the repository root with nvcc and cuobjdump on the PATH:
+#   python sass_loops.py NAME=path/to/flash_hopper_backward.cu ... forward_NAME=path/to/flash_hopper_forward.cu
 import collections, pathlib, re, shutil, subprocess, sys, tempfile
 import torch
 
@@ -53,10 +53,10 @@ def opcode(text: str) -> str:
 for arg in sys.argv[1:]:
     name, path = arg.split("=", 1)
     text = sass(pathlib.Path(path))
-    if name == "forward":
+    if name.startswith("forward"):
         kernels = [f for f in re.split(r"\n\s+Function : ", text)[1:] if "nv_bfloat16" in f.split("\n")[0]]
         moves = [sum(1 for line in f.split("\n") if re.search(r"\*/\s+(@\S+\s+)?R2UR\b", line)) for f in kernels]
-        print(f"forward\t{len(kernels)} bf16 kernels\tR2UR {min(moves)} to {max(moves)}")
+        print(f"{name}\t{len(kernels)} bf16 kernels\tR2UR {min(moves)} to {max(moves)}")
         continue
     for kernel, (mangled, first, last) in KERNELS.items():
         counts = collections.Counter(opcode(t) for t in tile_loop(text, mangled, first, last))
