@@ -2,7 +2,8 @@
 # Build the tree's extensions and the commit before's (.gpu/base) side by side; ab64.py alternating base and tree,
 # two rounds; probe_overhead.py on both; the GPU tests of the Hopper kernels in the time left. As run in run 4; runs
 # 2 and 3 ran smoke_persist.py on the tree after the build, and of the tests only
-# -k "backward_matches or one_pass or takes_the_faster_backward".
+# -k "backward_matches or one_pass or takes_the_faster_backward". ab64.py is the one in
+# ../2026-11-28-hopper-backward-d64-shares-summed/, copied to .gpu/.
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader

@@ -8,5 +8,5 @@ for tree in base uniform persistent; do
 done
 (cd .gpu/uniform && patch -s -p1 < "../../$here/uniform_index_untimed.diff")
 (cd .gpu/persistent && patch -s -p1 < "../../$here/persistent_untimed.diff")
-cp "$here/ab64.py" "$here/probe_overhead.py" .gpu/
+cp "$here/../2026-11-28-hopper-backward-d64-shares-summed/ab64.py" "$here/probe_overhead.py" .gpu/
 echo "trees ready: base uniform persistent"
