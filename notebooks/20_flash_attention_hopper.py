@@ -116,8 +116,9 @@ report.glue_all("hopper_variant", hopper.variant_facts(effects))
 #
 # The registered attention (`get_attention("flash_hopper")`) takes the faster forward and the faster backward for the
 # shape, under one C++ autograd node: this forward at head dimension 128, and at 64 from 8,192 keys; the CUDA
-# backward of the next section at head dimension 128, and at 64 from 8,192 keys and from 2,048 where the batch and
-# the heads bring at least 1,536 of its blocks of 128 keys; our Triton kernels launched from C++ elsewhere. Both passes at the table's shapes, as chapter 07's sweep
+# backward of the next section at head dimension 128, and at 64 from 8,192 keys and from 1,024 where the batch and
+# the heads bring at least 1,024 of its blocks of 128 keys; our Triton kernels launched from C++ elsewhere. Both
+# passes at the table's shapes, as chapter 07's sweep
 # times them (inputs (B, H, N, d), the forward with autograd recording, forward+backward), in one process with our
 # Triton kernels and SDPA's two back ends; the share of peak is the achieved FLOP rate (the visible half of a causal
 # score matrix, `systems.flops`) over the GPU's dense bf16 peak ({glue:text}`hopper_peak_tflops:.0f` TFLOP/s).
@@ -138,8 +139,9 @@ report.glue_all("hopper_table", hopper.table_facts(versus))
 # {glue:text}`hopper_table_board_vs_triton_words` {glue:text}`hopper_table_forward_behind_words` At short sequences
 # each block's loop has few tiles and its fixed work (filling the ring, writing O) weighs more; that is our reading,
 # not a measurement. FlashAttention-3's answer, a persistent grid whose blocks start the next tile while finishing
-# one, is not built. Two runs of this chapter on the same machine differed by a few percent at some shapes (the
-# experiment log has both), so differences that small are not findings.
+# one, is not built for the forward (the backward's dK/dV kernel has one, in the next section). Two runs of this
+# chapter on the same machine differed by a few percent at some shapes (the experiment log has both), so
+# differences that small are not findings.
 #
 # ## The backward written for Hopper, alone
 #
@@ -181,12 +183,16 @@ report.glue_all("hopper_backward", hopper.backward_facts(backward))
 # to 1.06 times slower than the unshared pass (the log has both). Summing the two shares in shared memory before
 # the copy engine's one addition does pay at 64, if the second consumer sums them where both used to hand theirs
 # over: the kernel got faster at every causal shape the log's runs timed on an H200, after the tables above were
-# measured; summed after the second consumer's dSᵀ, or with the roles alternating by tile, it got slower. The
+# measured; summed after the second consumer's dSᵀ, or with the roles alternating by tile, it got slower. Later
+# still, the one pass's dK/dV kernel became a persistent grid: a block per multiprocessor, each taking its next block
+# of keys from a counter in the order the hardware launches them, so one block's start and end run under the
+# products of the others; with each consumer's index passed through a warp shuffle, so that the compiler keeps the
+# wgmma descriptors in uniform registers, it got faster at every shape the log's runs timed on an H200. The
 # registered attention takes this backward where the runs recorded in the log found it the faster: at head dimension
-# 128 at every length; at 64 from 8,192 keys, and from 2,048 where the batch and the heads give it at least 1,536
-# blocks (a dozen waves of 132 SMs: with fewer, the last wave's causal imbalance costs more than the one pass saves),
-# and the Triton one elsewhere. The experiment log (`book/log.md`) has every attempt with its numbers, and what a
-# next one needs.
+# 128 at every length; at 64 from 8,192 keys, and from 1,024 where the batch and the heads give it at least 1,024
+# blocks (eight waves of 132 SMs: with fewer, how the causally uneven blocks fall into waves decides which is the
+# faster), and the Triton one elsewhere. The experiment log (`book/log.md`) has every attempt with its numbers, and
+# what a next one needs.
 
 # %% [markdown]
 # ## In the model's training step

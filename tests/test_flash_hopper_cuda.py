@@ -113,11 +113,13 @@ def logsumexp(q, k, v, is_causal):
 
 
 # the shapes every GPU kernel is held to, and beside them: one query against many keys, whole tiles only, a long pair
-# at both head dims (several trips round the ring of stages), and batch x heads past the grid's first dimension
+# at both head dims (several trips round the ring of stages), batch x heads past the grid's first dimension, and
+# a dozen key blocks to each multiprocessor of the one pass's persistent grid, at both head dims
 CASES = GPU_CASES + [((2,), 1, 257, 128, torch.float16, True), ((1, 2), 256, 256, 64, torch.float16, True),
                      ((1, 2), 2048, 2048, 128, torch.bfloat16, True), ((1, 2), 1500, 1700, 64, torch.bfloat16, True),
                      ((8, 64), 65, 65, 64, torch.bfloat16, True), ((1, 2), 4100, 4500, 128, torch.float16, False),
-                     ((1, 1), 700, 4200, 128, torch.bfloat16, True)]
+                     ((1, 1), 700, 4200, 128, torch.bfloat16, True), ((6, 50), 333, 777, 64, torch.bfloat16, False),
+                     ((6, 50), 333, 777, 128, torch.float16, True)]
 IDS = [f"{c[1]}x{c[2]}-d{c[3]}-{str(c[4])[6:]}" for c in CASES]
 
 
@@ -223,8 +225,9 @@ def test_gpu_the_operators_pass_pytorchs_checks(d, layout):
 @pytest.mark.parametrize("d, shape, causal, which", [
     (128, (1, 2, 16384), True, "hopper"), (128, (1, 2, 1024), True, "hopper"), (64, (1, 2, 16384), True, "hopper"),
     (64, (1, 2, 8192), True, "hopper"), (64, (1, 2, 4096), True, "triton"),
-    (64, (8, 12, 2048), True, "hopper"), (64, (8, 11, 2048), True, "triton"),  # 1,536 blocks of 128 keys, and 1,408
-    (64, (16, 16, 1024), True, "triton"), (64, (1, 2, 4096), False, "hopper"), (64, (1, 2, 2048), False, "triton")])
+    (64, (8, 8, 2048), True, "hopper"), (64, (7, 9, 2048), True, "triton"),  # 1,024 blocks of 128 keys, and 1,008
+    (64, (16, 16, 1024), True, "hopper"), (64, (64, 32, 512), True, "triton"),  # 2,048 blocks; 8,192 of 512 keys
+    (64, (1, 2, 4096), False, "hopper"), (64, (1, 2, 2048), False, "triton")])
 def test_gpu_the_attention_takes_the_faster_backward_for_the_shape(d, shape, causal, which):
     # the backward under flash_hopper's autograd node is, bit for bit, the one chosen for the shape (dK and dV: both
     # backwards add dQ up in an order that changes from call to call)

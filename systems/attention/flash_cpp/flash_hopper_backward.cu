@@ -37,6 +37,16 @@ constexpr int THREADS = 384, CONSUMER_REGISTERS = 240;
 constexpr int TILE_HALF = ROWS * TILE_COLUMNS * 2;         // a (64, 64) tile: 8 KiB
 constexpr int BLOCK_HALF = BLOCK_ROWS * TILE_COLUMNS * 2;  // a (128, 64) tile: 16 KiB
 
+// The key blocks a dK/dV block has been given and not yet finished: the one it works on and the next.
+constexpr int ITEM_SLOTS = 2;
+
+// A key block of the dK/dV pass as a block takes it: its number (from key_block_count on: none left), the query tiles
+// the block walked before it (where its tiles start in the ring), its first key, head and batch, and the query tiles
+// that see its keys.
+struct KeyBlockTurn {
+  int item, walked, k0, h, b, first_tile, n_tiles, unused;
+};
+
 // A block's shared memory, either pass: its own rows of two tensors, loaded once (K and V for dK/dV, Q and dO for dQ),
 // and a ring of the tiles of two tensors it walks (Q and dO, or K and V).
 template <int HEAD_DIM, int STAGES>
@@ -48,6 +58,9 @@ struct BackwardShared {
   alignas(1024) unsigned char walk_b[STAGES][HALVES * TILE_HALF];
   float lse[STAGES][ROWS], delta[STAGES][ROWS];  // the dK/dV pass: L and D of each walked query tile
   uint64_t own_full, full[STAGES], empty[STAGES];
+  // the dK/dV pass, persistent: the key blocks the block takes in turn, and the consumers done with own_a and own_b
+  KeyBlockTurn turns[ITEM_SLOTS];
+  uint64_t item_full[ITEM_SLOTS], item_empty[ITEM_SLOTS], own_empty;
 };
 
 // The producer warp of the dK/dV pass that copies L and D: a full stage waits for each of its lanes too.
@@ -91,6 +104,27 @@ constexpr int DQ_TILE_FLOATS = ROWS * HEAD_DIM;
 // The query tiles of 64 a (batch, head) has: the tiles of the accumulator, and those the dK/dV pass walks.
 __host__ __device__ inline int query_tiles(const Problem& p) { return (p.n_queries + ROWS - 1) / ROWS; }
 
+// The fp32 sums of the accumulator's tiles; the one pass's count of key blocks taken (an int) follows them.
+__host__ __device__ inline int64_t dq_tiles_size(const Problem& p) {
+  return int64_t(p.batch) * p.heads * query_tiles(p) * ROWS * p.head_dim;
+}
+
+// The key blocks of the dK/dV pass, numbered keys fastest, then heads, then batch: the order in which the hardware
+// launches a grid of them. In the one pass the grid is persistent, a block per multiprocessor, and each block takes
+// the next number from a counter in global memory as it starts its last key block: a key block's start (its K and
+// V, its first query tiles in flight) and end (dK and dV stored, the last dQ share added) then run under the
+// products of its neighbours, where a block per key block (the two passes) waits for them alone.
+__host__ __device__ inline int key_blocks(const Problem& p) { return (p.n_keys + BLOCK_ROWS - 1) / BLOCK_ROWS; }
+__host__ __device__ inline int key_block_count(const Problem& p) { return key_blocks(p) * p.heads * p.batch; }
+
+template <bool CAUSAL>
+__host__ __device__ inline KeyBlockTurn key_block(const Problem& p, int item, int walked) {
+  const int bh = item / key_blocks(p), k0 = item % key_blocks(p) * BLOCK_ROWS;
+  // the query tiles that see these keys: all, or (causal, top-left) those from the tile holding query k0 on
+  const int first_tile = CAUSAL ? k0 / ROWS : 0;
+  return {item, walked, k0, bh % p.heads, bh / p.heads, first_tile, max(0, query_tiles(p) - first_tile), 0};
+}
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
 // Rows row and row + 8 of a consumer's accumulator (HEAD_DIM columns), times `scale`, into (n_rows, HEAD_DIM) rows.
@@ -110,12 +144,13 @@ __device__ __forceinline__ void store_accumulator(T* out, int64_t row_stride, co
   }
 }
 
-// The producer of either pass: the block's own rows of two tensors once, then the walked tiles into the ring.
+// The producer of the dQ pass, and of each key block of the dK/dV pass: the block's own rows of two tensors, then
+// the walked tiles into the ring, whose count goes on from `walked`, the tiles the block walked before.
 template <int HEAD_DIM, int STAGES>
 __device__ __forceinline__ void produce(BackwardShared<HEAD_DIM, STAGES>& sh, const CUtensorMap& own_a,
                                         const CUtensorMap& own_b, const CUtensorMap& walk_a,
                                         const CUtensorMap& walk_b, int own0, int first_tile, int n_tiles, int h,
-                                        int b) {
+                                        int b, int walked) {
   constexpr int HALVES = HEAD_DIM / TILE_COLUMNS;
   barrier_expect(&sh.own_full, 2 * HALVES * BLOCK_HALF);
 #pragma unroll
@@ -123,9 +158,10 @@ __device__ __forceinline__ void produce(BackwardShared<HEAD_DIM, STAGES>& sh, co
     copy_box(sh.own_a + c * BLOCK_HALF, own_a, &sh.own_full, c * TILE_COLUMNS, own0, h, b);
     copy_box(sh.own_b + c * BLOCK_HALF, own_b, &sh.own_full, c * TILE_COLUMNS, own0, h, b);
   }
+#pragma unroll 1  // a thread of 24 registers: the loop as written
   for (int i = 0; i < n_tiles; ++i) {
-    const int stage = i % STAGES, row0 = (first_tile + i) * ROWS;
-    if (i >= STAGES) barrier_wait(&sh.empty[stage], (i / STAGES - 1) & 1);
+    const int r = walked + i, stage = r % STAGES, row0 = (first_tile + i) * ROWS;
+    if (r >= STAGES) barrier_wait(&sh.empty[stage], (r / STAGES - 1) & 1);
     barrier_expect(&sh.full[stage], 2 * HALVES * TILE_HALF);
 #pragma unroll
     for (int c = 0; c < HALVES; ++c) {
@@ -135,26 +171,90 @@ __device__ __forceinline__ void produce(BackwardShared<HEAD_DIM, STAGES>& sh, co
   }
 }
 
+// A value of shared memory read afresh where it is used, not kept in a register across the loops between.
+template <typename V>
+__device__ __forceinline__ V fresh(const V& x) {
+  return *static_cast<const volatile V*>(&x);
+}
+
+// What lane 0 of a whole warp holds, which the compiler then knows every lane holds: what is computed from it stays
+// in the uniform registers, where wgmma's descriptors and the barriers' addresses are wanted (computed per lane and
+// moved there each tile, they slowed the consumers' loop: book/log.md, 2026-11-28).
+__device__ __forceinline__ int warp_uniform(int x) { return __shfl_sync(0xffffffff, x, 0); }
+
+// The block's j-th key block, in shared memory, or nullptr when none is left: persistent, the one the producer named;
+// else the block's own, the only one, which its thread 0 wrote before the block's first barrier.
+template <bool PERSISTENT, int HEAD_DIM, int STAGES>
+__device__ __forceinline__ const KeyBlockTurn* take_key_block(BackwardShared<HEAD_DIM, STAGES>& sh, const Problem& p,
+                                                              int j) {
+  if constexpr (!PERSISTENT) return j == 0 ? &sh.turns[0] : nullptr;
+  barrier_wait(&sh.item_full[j % ITEM_SLOTS], (j / ITEM_SLOTS) & 1);
+  const KeyBlockTurn& turn = sh.turns[j % ITEM_SLOTS];
+  return fresh(turn.item) < key_block_count(p) ? &turn : nullptr;
+}
+
+// Lane 0 of a warp done with its j-th key block, persistent: the producer may name another in its place.
+template <bool PERSISTENT, int HEAD_DIM, int STAGES>
+__device__ __forceinline__ void finish_key_block(BackwardShared<HEAD_DIM, STAGES>& sh, int j) {
+  if (PERSISTENT && threadIdx.x % 32 == 0) barrier_arrive(&sh.item_empty[j % ITEM_SLOTS]);
+}
+
+// The dK/dV pass's producer thread: each key block's K and V once the consumers are done with the last one's, then
+// its query tiles' Q and dO. Persistent, it also names the block's key blocks to the other warps (item_full), each
+// in a slot they are done with (item_empty): the block's own first, then the counter's next, taken once the last
+// key block's copies are all asked for. Taken earlier, a key block would wait on a block still busy with a long
+// one while another block runs out of work; the consumers still have the ring's tiles in hand meanwhile.
+template <int HEAD_DIM, int STAGES, bool CAUSAL, bool PERSISTENT>
+__device__ __forceinline__ void produce_key_blocks(BackwardShared<HEAD_DIM, STAGES>& sh, const Problem& p,
+                                                   const CUtensorMap& k_map, const CUtensorMap& v_map,
+                                                   const CUtensorMap& q_map, const CUtensorMap& do_map,
+                                                   int* next_item) {
+  int item = blockIdx.x, walked = 0;
+  for (int j = 0;; ++j) {
+    if constexpr (PERSISTENT) {
+      const int slot = j % ITEM_SLOTS;
+      if (j >= ITEM_SLOTS) barrier_wait(&sh.item_empty[slot], (j / ITEM_SLOTS - 1) & 1);
+      sh.turns[slot] = key_block<CAUSAL>(p, item, walked);
+      barrier_arrive(&sh.item_full[slot]);  // a release: the turn is seen by whoever waits for the phase
+    }
+    const KeyBlockTurn* kb = take_key_block<PERSISTENT>(sh, p, j);
+    if (kb == nullptr) return;
+    if (j > 0) barrier_wait(&sh.own_empty, (j - 1) & 1);
+    produce<HEAD_DIM, STAGES>(sh, k_map, v_map, q_map, do_map, fresh(kb->k0), fresh(kb->first_tile),
+                              fresh(kb->n_tiles), fresh(kb->h), fresh(kb->b), walked);
+    if constexpr (!PERSISTENT) return;
+    walked += fresh(kb->n_tiles);
+    item = gridDim.x + atomicAdd(next_item, 1);
+  }
+}
+
 // The dK/dV pass's second producer warp: each walked query tile's L and D into its stage, through cp.async, each
 // lane arriving on the stage's full barrier when its copies land. Past the last query it writes zeros: those rows
 // of Q and dO read as zeros too, so their P (exp2(0) = 1) multiplies zeros and their dS is 0.
-template <int HEAD_DIM, int STAGES>
+template <int HEAD_DIM, int STAGES, bool PERSISTENT>
 __device__ __forceinline__ void produce_query_rows(BackwardShared<HEAD_DIM, STAGES>& sh, const Problem& p,
-                                                   const float* L, const float* delta, int64_t bh, int first_tile,
-                                                   int n_tiles) {
+                                                   const float* L, const float* delta) {
   const int lane = threadIdx.x % 32;
-  for (int i = 0; i < n_tiles; ++i) {
-    const int stage = i % STAGES, q0 = (first_tile + i) * ROWS;
-    if (i >= STAGES) barrier_wait(&sh.empty[stage], (i / STAGES - 1) & 1);
+  for (int j = 0; const KeyBlockTurn* kb = take_key_block<PERSISTENT>(sh, p, j); ++j) {
+    const int64_t bh = int64_t(fresh(kb->b)) * p.heads + fresh(kb->h);
+    const int r_first = warp_uniform(fresh(kb->walked)), r_end = r_first + warp_uniform(fresh(kb->n_tiles));
+    const int tile_shift = warp_uniform(fresh(kb->first_tile)) - r_first;
+#pragma unroll 1  // a warp of 24 registers a lane: the loop as written
+    for (int r = r_first; r < r_end; ++r) {
+      const int stage = r % STAGES, q0 = (tile_shift + r) * ROWS;
+      if (r >= STAGES) barrier_wait(&sh.empty[stage], (r / STAGES - 1) & 1);
 #pragma unroll
-    for (int j = lane; j < ROWS; j += 32) {
-      const bool inside = q0 + j < p.n_queries;
-      const int64_t at = bh * p.n_queries + (inside ? q0 + j : 0);
-      systems_flash_cuda::cp_async_4(shared_address(&sh.lse[stage][j]), L + at, inside);
-      systems_flash_cuda::cp_async_4(shared_address(&sh.delta[stage][j]), delta + at, inside);
+      for (int row = lane; row < ROWS; row += 32) {
+        const bool inside = q0 + row < p.n_queries;
+        const int64_t at = bh * p.n_queries + (inside ? q0 + row : 0);
+        systems_flash_cuda::cp_async_4(shared_address(&sh.lse[stage][row]), L + at, inside);
+        systems_flash_cuda::cp_async_4(shared_address(&sh.delta[stage][row]), delta + at, inside);
+      }
+      asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(shared_address(&sh.full[stage]))
+                   : "memory");
     }
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(shared_address(&sh.full[stage]))
-                 : "memory");
+    __syncwarp();
+    finish_key_block<PERSISTENT>(sh, j);
   }
 }
 
@@ -164,17 +264,26 @@ __device__ __forceinline__ int lane_key(int consumer_k0, int warp, int lane) {
   return consumer_k0 + warp * 16 + lane / 4;
 }
 
-// dK/dV for one consumer's 64 keys (own_a = K, own_b = V; walked: walk_a = Q, walk_b = dO); ONE_PASS: and this
+// dK/dV for one consumer's 64 keys of key block kb (own_a = K, own_b = V; walked: walk_a = Q, walk_b = dO), its
+// tiles numbered r as the ring counts them, from kb.walked on; ONE_PASS: and this
 // consumer's share of each query tile's dQ, added into dq_acc through dsh. The share: at head dim 64, dQ over this
 // consumer's 64 keys (consumer 1 adds consumer 0's to its own, and hands the sum on); at head dim 128, dQ's columns
 // 64 c to 64 c + 63 over the block's 128 keys, from both consumers' dS^T (32 accumulators, not 64, and half the
 // additions).
-template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL, bool ONE_PASS>
-__device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& sh, DqShared<HEAD_DIM>& dsh,
-                                             const Problem& p, const Rows& dK, const Rows& dV, float* dq_acc, int k0,
-                                             int h, int b, int first_tile, int n_tiles) {
-  const int consumer = threadIdx.x / 128 - 1, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, t = lane % 4;
-  const int my_k0 = k0 + consumer * ROWS, key = lane_key(my_k0, warp, lane);  // this lane's keys: key, key + 8
+template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL, bool ONE_PASS, bool PERSISTENT>
+__device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGES>& sh, DqShared<HEAD_DIM>& dsh,
+                                                  const Problem& p, const Rows& dK, const Rows& dV, float* dq_acc,
+                                                  const KeyBlockTurn& kb) {
+  const int consumer = warp_uniform(threadIdx.x / 128 - 1), warp = warp_uniform(threadIdx.x / 32 % 4);
+  const int lane = threadIdx.x % 32, t = lane % 4;
+  const int r_first = warp_uniform(fresh(kb.walked)), r_end = r_first + warp_uniform(fresh(kb.n_tiles));
+  const int tile_shift = warp_uniform(fresh(kb.first_tile)) - r_first;  // tile r's queries from (tile_shift + r) 64
+  const int my_k0 = warp_uniform(fresh(kb.k0) + consumer * ROWS);
+  // this lane's keys (from my_k0: 16 warp + lane / 4 and 8 more) less its first query's column in a tile (2 t)
+  const int keys_less_columns = lane_key(0, warp, lane) - 2 * t;
+  // the first of tile r's dQ sums in the accumulator: dq_tile0 + r
+  const int64_t dq_tile0 =
+      (int64_t(warp_uniform(fresh(kb.b))) * p.heads + warp_uniform(fresh(kb.h))) * query_tiles(p) + tile_shift;
   const uint32_t k_rows = shared_address(sh.own_a) + consumer * ROWS * 128;
   const uint32_t v_rows = shared_address(sh.own_b) + consumer * ROWS * 128;
   const float qk_scale = p.scale * LOG2E;
@@ -182,32 +291,34 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
   uint32_t pt[ROWS / 16][4], dst[ROWS / 16][4];
 
   // tile i's S^T and dP^T, issued together or (one pass) with the last tile's dQ share between them
-  auto issue_s = [&](int i) {
-    const int stage = i % STAGES;
-    barrier_wait(&sh.full[stage], (i / STAGES) & 1);
+  auto issue_s = [&](int r) {
+    const int stage = r % STAGES;
+    barrier_wait(&sh.full[stage], (r / STAGES) & 1);
     issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(s, k_rows, shared_address(sh.walk_a[stage]));  // K Q^T
   };
-  auto issue_dp = [&](int i) {
-    issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(dp, v_rows, shared_address(sh.walk_b[i % STAGES]));
+  auto issue_dp = [&](int r) {
+    issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(dp, v_rows, shared_address(sh.walk_b[r % STAGES]));
   };
-  auto issue_scores = [&](int i) {
-    issue_s(i);
-    issue_dp(i);
+  auto issue_scores = [&](int r) {
+    issue_s(r);
+    issue_dp(r);
   };
   // once S^T is in: P^T, and dV += P^T dO issued
-  auto probabilities = [&](int i) {
-    const int stage = i % STAGES, q0 = (first_tile + i) * ROWS;
-    const float* lse = sh.lse[stage];  // this lane's queries: q0 + 8 n + 2 t + c
+  auto probabilities = [&](int r) {
+    // the tile's first query less the consumer's first key: a key past a query where the difference of their
+    // offsets from those, keys_less_columns + 8 (e >> 1) - (8 n + c), exceeds it
+    const int stage = r % STAGES, past = (tile_shift + r) * ROWS - my_k0;
+    const float* lse = sh.lse[stage];  // this lane's queries: 8 n + 2 t + c in the tile
     fence_registers(s);
-    const bool diagonal = CAUSAL && q0 < my_k0 + ROWS - 1;  // some key of this consumer's past some query
+    const bool diagonal = CAUSAL && past < ROWS - 1;  // some key of this consumer's past some query
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
       const float2 l = *reinterpret_cast<const float2*>(lse + 8 * n + 2 * t);  // 8-byte aligned: 2 t is even
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int c = e & 1, query = q0 + 8 * n + 2 * t + c;
+        const int c = e & 1;
         float pv = fast_exp2(fmaf(s[4 * n + e], qk_scale, -(c ? l.y : l.x) * LOG2E));
-        if (diagonal && key + 8 * (e >> 1) > query) pv = 0.f;
+        if (diagonal && keys_less_columns > past + 8 * n + c - 8 * (e >> 1)) pv = 0.f;
         s[4 * n + e] = pv;
       }
     }
@@ -215,8 +326,8 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
     issue_from_registers<T, HEAD_DIM, ROWS, TILE_HALF>(dv, pt, shared_address(sh.walk_b[stage]));  // dV += P^T dO
   };
   // once dP^T is in: dS^T = P^T (dP^T - D), in dp's registers
-  auto score_gradients = [&](int i) {
-    const float* dd = sh.delta[i % STAGES];
+  auto score_gradients = [&](int r) {
+    const float* dd = sh.delta[r % STAGES];
     fence_registers(dp);
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
@@ -229,16 +340,16 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
       }
     }
   };
-  auto issue_dk = [&](int i) {  // dK += dS^T Q, from the registers the previous tile left in dst
-    issue_from_registers<T, HEAD_DIM, ROWS, TILE_HALF>(dk, dst, shared_address(sh.walk_a[i % STAGES]));
+  auto issue_dk = [&](int r) {  // dK += dS^T Q, from the registers the previous tile left in dst
+    issue_from_registers<T, HEAD_DIM, ROWS, TILE_HALF>(dk, dst, shared_address(sh.walk_a[r % STAGES]));
   };
 
   // One pass: dq holds this consumer's share of a query tile's dQ from issue_dq until add_dq hands it to the copy
   // engine. dst[kk][r] is dS^T at key row 16 warp + lane / 4 + 8 (r % 2), queries 8 (2 kk + r / 2) + 2 t and one
   // more: stored in the copy engine's swizzle (16-byte chunk n of row r at n ^ (r % 8)), for wgmma to read.
   float dq[32];  // 64 queries by 64 columns of dQ
-  auto issue_dq = [&](int i) {  // once dst holds tile i's dS^T
-    const uint32_t ds_tile = shared_address(dsh.ds[consumer][i % 2]);
+  auto issue_dq = [&](int r) {  // once dst holds tile r's dS^T
+    const uint32_t ds_tile = shared_address(dsh.ds[consumer][r % 2]);
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
 #pragma unroll
@@ -268,7 +379,7 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
       const uint32_t k_half = shared_address(sh.own_a) + consumer * BLOCK_HALF;
 #pragma unroll
       for (int kk = 0; kk < 8; ++kk) {
-        const uint64_t a = descriptor(shared_address(dsh.ds[kk / 4][i % 2]) + kk % 4 * 2048, TILE_HALF, 1024);
+        const uint64_t a = descriptor(shared_address(dsh.ds[kk / 4][r % 2]) + kk % 4 * 2048, TILE_HALF, 1024);
         wgmma_ss_n64<T, 1>(dq, a, descriptor(k_half + kk * 2048, BLOCK_HALF, 1024), kk);
       }
     }
@@ -276,8 +387,8 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
   };
   constexpr int WARP_FLOATS = DQ_TILE_FLOATS<HEAD_DIM> / 4;  // a warp's 16 rows of a tile's dQ
   using Dq = DqShared<HEAD_DIM>;
-  auto hand_to_copy_engine = [&](int i, const float* buffer) {  // lane 0, once the warp's stores are fenced
-    const int64_t tile = (int64_t(b) * p.heads + h) * query_tiles(p) + first_tile + i;
+  auto hand_to_copy_engine = [&](int r, const float* buffer) {  // lane 0, once the warp's stores are fenced
+    const int64_t tile = dq_tile0 + r;
     // at head dim 128 consumer 1's columns follow consumer 0's in the warp's rows
     const int64_t at =
         tile * DQ_TILE_FLOATS<HEAD_DIM> + warp * WARP_FLOATS + (HEAD_DIM == 128) * consumer * Dq::SHARE_FLOATS;
@@ -291,22 +402,22 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
           make_float4(dq[4 * n], dq[4 * n + 1], dq[4 * n + 2], dq[4 * n + 3]);
     }
   };
-  auto add_dq = [&](int i) {  // once tile i's dQ share is in: into a buffer, and (with the other's) to the copy engine
-    const int slot = i % Dq::BUFFERS;
+  auto add_dq = [&](int r) {  // once tile r's dQ share is in: into a buffer, and (with the other's) to the copy engine
+    const int slot = r % Dq::BUFFERS;  // the buffers' turns run on across key blocks
     float* buffer = dsh.dq[Dq::SETS == 1 ? 0 : consumer][slot][warp];
     if constexpr (HEAD_DIM == 64) {
       if (consumer == 0) {  // hands its share over once the buffer's last sum has been read
-        if (i >= Dq::BUFFERS) barrier_wait(&dsh.share_free[slot][warp], (i / Dq::BUFFERS - 1) & 1);
+        if (r >= Dq::BUFFERS) barrier_wait(&dsh.share_free[slot][warp], (r / Dq::BUFFERS - 1) & 1);
         write_share(buffer);
         __syncwarp();
         if (lane == 0) barrier_arrive(&dsh.share_full[slot][warp]);
         return;
       }
-      if (lane == 0 && i >= 1) {  // the last tile's sum read by the copy engine: its buffer free for consumer 0
+      if (lane == 0 && r >= 1) {  // the last tile's sum read by the copy engine: its buffer free for consumer 0
         bulk_wait_read<0>();
-        barrier_arrive(&dsh.share_free[(i - 1) % Dq::BUFFERS][warp]);
+        barrier_arrive(&dsh.share_free[(r - 1) % Dq::BUFFERS][warp]);
       }
-      barrier_wait(&dsh.share_full[slot][warp], (i / Dq::BUFFERS) & 1);
+      barrier_wait(&dsh.share_full[slot][warp], (r / Dq::BUFFERS) & 1);
       fence_registers(dq);
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
@@ -316,93 +427,112 @@ __device__ __forceinline__ void consume_dkdv(BackwardShared<HEAD_DIM, STAGES>& s
                           other.w + dq[4 * n + 3]);
       }
     } else {
-      if (i >= Dq::BUFFERS && lane == 0) bulk_wait_read<Dq::BUFFERS - 1>();  // this buffer's last addition read it
+      if (r >= Dq::BUFFERS && lane == 0) bulk_wait_read<Dq::BUFFERS - 1>();  // this buffer's last addition read it
       __syncwarp();
       write_share(buffer);
     }
     fence_shared_for_async();
     __syncwarp();
-    if (lane == 0) hand_to_copy_engine(i, buffer);
+    if (lane == 0) hand_to_copy_engine(r, buffer);
   };
 
-  barrier_wait(&sh.own_full, 0);
+  // lane 0 of each warp, once the warp's last product that reads K or V is done: the producer may load the next
+  // key block's
+  auto release_own = [&] {
+    if (PERSISTENT && lane == 0) barrier_arrive(&sh.own_empty);
+  };
   if constexpr (HEAD_DIM == 64) {
-    if (n_tiles > 0) {
-      issue_scores(0);
+    if (r_end > r_first) {
+      issue_scores(r_first);
       wgmma_wait<1>();  // S^T
-      probabilities(0);
+      probabilities(r_first);
       wgmma_wait<1>();  // dP^T
-      score_gradients(0);
+      score_gradients(r_first);
       wgmma_wait<0>();  // dV: P^T's registers free
       fence_registers(dv);
       to_operand<T, ROWS>(dst, dp);
-      for (int i = 1; i < n_tiles; ++i) {
+      for (int r = r_first + 1; r < r_end; ++r) {
         // the tensor cores take this tile's S^T and dP^T and the last tile's dK in a row, while the exponentials of
         // this tile wait for S^T alone; one pass issues the last tile's dQ share after S^T (its dS^T stores and
         // barrier run under S^T) and hands it to the copy engine after the exponentials, not before them (4 % off
         // the kernel's time at the leaderboard's shape). Every product is issued and waited for within the
         // iteration: one left running across the loop's back edge makes ptxas serialise them.
         if constexpr (ONE_PASS) {
-          issue_s(i);
-          issue_dq(i - 1);
-          issue_dp(i);
-          issue_dk(i - 1);
+          issue_s(r);
+          issue_dq(r - 1);
+          issue_dp(r);
+          issue_dk(r - 1);
           wgmma_wait<3>();  // S^T
-          probabilities(i);
+          probabilities(r);
           wgmma_wait<3>();  // the last tile's dQ share
-          add_dq(i - 1);
+          add_dq(r - 1);
           wgmma_wait<2>();  // dP^T
         } else {
-          issue_scores(i);
-          issue_dk(i - 1);
+          issue_scores(r);
+          issue_dk(r - 1);
           wgmma_wait<2>();  // S^T
-          probabilities(i);
+          probabilities(r);
           wgmma_wait<2>();  // dP^T
         }
-        score_gradients(i);
+        score_gradients(r);
         wgmma_wait<0>();  // the last tile's dK and this tile's dV
         fence_registers(dk);
         fence_registers(dv);
-        if (lane == 0) barrier_arrive(&sh.empty[(i - 1) % STAGES]);  // the last tile's Q and dO read
+        if (lane == 0) barrier_arrive(&sh.empty[(r - 1) % STAGES]);  // the last tile's Q and dO read
         to_operand<T, ROWS>(dst, dp);
       }
-      if constexpr (ONE_PASS) issue_dq(n_tiles - 1);
-      issue_dk(n_tiles - 1);
+      if constexpr (ONE_PASS) issue_dq(r_end - 1);
+      issue_dk(r_end - 1);
       wgmma_wait<0>();
+      if (lane == 0) barrier_arrive(&sh.empty[(r_end - 1) % STAGES]);  // the ring runs on into the next key block
+      release_own();
       fence_registers(dk);
-      if constexpr (ONE_PASS) {
-        add_dq(n_tiles - 1);
-        if (lane == 0) bulk_wait_done();  // the block's shared memory read, and the sums in place for the last kernel
-      }
+      if constexpr (ONE_PASS) add_dq(r_end - 1);
+    } else {
+      release_own();
     }
   } else {  // head dim 128: dK and dV take 128 registers, too many to hold dS^T's across the next tile's products
-    for (int i = 0; i < n_tiles; ++i) {
-      issue_scores(i);
+    for (int r = r_first; r < r_end; ++r) {
+      issue_scores(r);
       wgmma_wait<1>();  // S^T
-      probabilities(i);
+      probabilities(r);
       wgmma_wait<1>();  // dP^T
-      score_gradients(i);
+      score_gradients(r);
       wgmma_wait<0>();  // dV: P^T's registers free
       fence_registers(dv);
       to_operand<T, ROWS>(dst, dp);
-      if constexpr (ONE_PASS) issue_dq(i);
-      issue_dk(i);
+      if constexpr (ONE_PASS) issue_dq(r);
+      issue_dk(r);
       wgmma_wait<0>();
       fence_registers(dk);
-      if (lane == 0) barrier_arrive(&sh.empty[i % STAGES]);
-      if constexpr (ONE_PASS) add_dq(i);
+      if (lane == 0) barrier_arrive(&sh.empty[r % STAGES]);
+      if (r == r_end - 1) release_own();
+      if constexpr (ONE_PASS) add_dq(r);
     }
-    if constexpr (ONE_PASS) {
-      if (lane == 0) bulk_wait_done();
-    }
+    if (r_end == r_first) release_own();
   }
   // the lane's keys again, from %tid read afresh: without the mask nothing in the loop needs them, and kept live
   // across it they cost the one-pass loop a register it has not got
   int tid;
   asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(tid));
-  const int out_key = lane_key(k0 + (tid / 128 - 1) * ROWS, tid / 32 % 4, tid % 32);
+  const int out_key = lane_key(fresh(kb.k0) + (tid / 128 - 1) * ROWS, tid / 32 % 4, tid % 32);
+  const int h = fresh(kb.h), b = fresh(kb.b);
   store_accumulator<T, HEAD_DIM>(head_rows<T>(dK, b, h), dK.row_stride, dk, out_key, p.n_keys, p.scale);
   store_accumulator<T, HEAD_DIM>(head_rows<T>(dV, b, h), dV.row_stride, dv, out_key, p.n_keys, 1.f);
+}
+
+// The consumers of the dK/dV pass: each key block the producer names, its dK and dV stored before the next.
+template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL, bool ONE_PASS, bool PERSISTENT>
+__device__ __forceinline__ void consume_key_blocks(BackwardShared<HEAD_DIM, STAGES>& sh, DqShared<HEAD_DIM>& dsh,
+                                                   const Problem& p, const Rows& dK, const Rows& dV, float* dq_acc) {
+  for (int j = 0; const KeyBlockTurn* kb = take_key_block<PERSISTENT>(sh, p, j); ++j) {
+    barrier_wait(&sh.own_full, j & 1);
+    consume_key_block<T, HEAD_DIM, STAGES, CAUSAL, ONE_PASS, PERSISTENT>(sh, dsh, p, dK, dV, dq_acc, *kb);
+    __syncwarp();
+    finish_key_block<PERSISTENT>(sh, j);
+  }
+  // the block's shared memory read by the copy engine, and the sums in place for the last kernel
+  if (ONE_PASS && threadIdx.x % 32 == 0) bulk_wait_done();
 }
 
 // dQ for one consumer's 64 queries (own_a = Q, own_b = dO; walked: walk_a = K, walk_b = V).
@@ -498,13 +628,19 @@ __device__ __forceinline__ void init_barriers(BackwardShared<HEAD_DIM, STAGES>& 
       barrier_init(&sh.full[s], full_arrivals);
       barrier_init(&sh.empty[s], 8);  // lane 0 of each consumer warp
     }
+    for (int s = 0; s < ITEM_SLOTS; ++s) {  // the dK/dV pass's
+      barrier_init(&sh.item_full[s], 1);
+      barrier_init(&sh.item_empty[s], 8 + 1);  // lane 0 of each consumer warp and of the copier of L and D
+    }
+    barrier_init(&sh.own_empty, 8);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// maps: K, V (boxes of 128 rows), Q, dO (boxes of 64). ONE_PASS: dQ added up into dq_acc too.
+// maps: K, V (boxes of 128 rows), Q, dO (boxes of 64). ONE_PASS: dQ added up into dq_acc too, and a persistent grid
+// whose blocks count their key blocks off the int past the accumulator's tiles (zeroed with them).
 template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL, bool ONE_PASS>
 __global__ void __launch_bounds__(THREADS, 1)
     hopper_bwd_dkdv_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
@@ -514,10 +650,6 @@ __global__ void __launch_bounds__(THREADS, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char raw[];
   auto& sh = shared_layout<BackwardShared<HEAD_DIM, STAGES>>(raw);
-  const int h = blockIdx.y, b = blockIdx.z, k0 = blockIdx.x * BLOCK_ROWS;
-  // the query tiles that see these keys: all, or (causal, top-left) those from the tile holding query k0 on
-  const int first_tile = CAUSAL ? k0 / ROWS : 0;
-  const int n_tiles = max(0, query_tiles(problem) - first_tile);
   if constexpr (ONE_PASS && HEAD_DIM == 64) {  // lane 0 of a warp arrives; init_barriers fences them
     if (threadIdx.x == 0) {
       auto& dsh = dq_shared(sh);
@@ -529,18 +661,19 @@ __global__ void __launch_bounds__(THREADS, 1)
       }
     }
   }
+  constexpr bool PERSISTENT = ONE_PASS;
+  if (!PERSISTENT && threadIdx.x == 0) sh.turns[0] = key_block<CAUSAL>(problem, blockIdx.x, 0);
   init_barriers(sh, 1 + ROW_COPIERS);
   if (threadIdx.x < 128) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGISTERS));
-    if (threadIdx.x == 0) produce<HEAD_DIM, STAGES>(sh, k_map, v_map, q_map, do_map, k0, first_tile, n_tiles, h, b);
-    if (threadIdx.x / 32 == 1) {
-      produce_query_rows<HEAD_DIM, STAGES>(sh, problem, L, delta, int64_t(b) * problem.heads + h, first_tile,
-                                           n_tiles);
+    if (threadIdx.x == 0) {
+      produce_key_blocks<HEAD_DIM, STAGES, CAUSAL, PERSISTENT>(
+          sh, problem, k_map, v_map, q_map, do_map, reinterpret_cast<int*>(dq_acc + dq_tiles_size(problem)));
     }
+    if (threadIdx.x / 32 == 1) produce_query_rows<HEAD_DIM, STAGES, PERSISTENT>(sh, problem, L, delta);
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGISTERS));
-    consume_dkdv<T, HEAD_DIM, STAGES, CAUSAL, ONE_PASS>(sh, dq_shared(sh), problem, dK, dV, dq_acc, k0, h, b,
-                                                         first_tile, n_tiles);
+    consume_key_blocks<T, HEAD_DIM, STAGES, CAUSAL, ONE_PASS, PERSISTENT>(sh, dq_shared(sh), problem, dK, dV, dq_acc);
   }
 #endif
 }
@@ -562,7 +695,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   init_barriers(sh, 1);
   if (threadIdx.x < 128) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGISTERS));
-    if (threadIdx.x == 0) produce<HEAD_DIM, STAGES>(sh, q_map, do_map, k_map, v_map, q0, 0, n_tiles, h, b);
+    if (threadIdx.x == 0) produce<HEAD_DIM, STAGES>(sh, q_map, do_map, k_map, v_map, q0, 0, n_tiles, h, b, 0);
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGISTERS));
     consume_dq<T, HEAD_DIM, STAGES, CAUSAL>(sh, problem, L, delta, dQ, q0, h, b, n_tiles);
@@ -605,6 +738,14 @@ __global__ void __launch_bounds__(DQ_FROM_THREADS)
 
 namespace {
 
+// The current device's multiprocessors: the one pass's persistent grid, a block on each.
+int multiprocessors() {
+  int device = 0, count = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+  return count;
+}
+
 // Ring depths: a consumer that leaves a tile's last product running into the next tile hands its stage back one
 // tile later, so the producer needs a third stage to stay a tile ahead (the dQ pass, and dK/dV at head dim 64); at
 // head dim 128 two fill the block's shared memory
@@ -627,14 +768,14 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
                             tensor_map(&k64, p, k, p.n_keys, ROWS), tensor_map(&v64, p, v, p.n_keys, ROWS)}) {
     if (error != cudaSuccess) return error;
   }
-  const dim3 key_blocks((p.n_keys + BLOCK_ROWS - 1) / BLOCK_ROWS, p.heads, p.batch);
   if (dq_acc != nullptr) {
     constexpr int SHARED =
         BACKWARD_SHARED_ROUNDED<HEAD_DIM, DKDV_STAGES<HEAD_DIM>> + sizeof(DqShared<HEAD_DIM>) + 1024;
     constexpr auto one_pass = hopper_bwd_dkdv_kernel<T, HEAD_DIM, DKDV_STAGES<HEAD_DIM>, CAUSAL, true>;
     const cudaError_t error = systems_flash_cuda::allow_shared<one_pass>(SHARED);
     if (error != cudaSuccess) return error;
-    one_pass<<<key_blocks, THREADS, SHARED, stream>>>(k128, v128, q64, do64, p, L, delta, dk, dv, dq_acc);
+    one_pass<<<std::min(key_block_count(p), multiprocessors()), THREADS, SHARED, stream>>>(k128, v128, q64, do64, p, L,
+                                                                                         delta, dk, dv, dq_acc);
     dq_from_accumulator_kernel<T, HEAD_DIM><<<dim3(query_tiles(p), p.heads, p.batch), DQ_FROM_THREADS, 0, stream>>>(
         p, dq_acc, dq);
     return cudaGetLastError();
@@ -647,7 +788,7 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
                             systems_flash_cuda::allow_shared<dq_kernel>(DQ_SHARED)}) {
     if (error != cudaSuccess) return error;
   }
-  dkdv<<<key_blocks, THREADS, DKDV_SHARED, stream>>>(k128, v128, q64, do64, p, L, delta, dk, dv, nullptr);
+  dkdv<<<key_block_count(p), THREADS, DKDV_SHARED, stream>>>(k128, v128, q64, do64, p, L, delta, dk, dv, nullptr);
   dq_kernel<<<dim3((p.n_queries + BLOCK_ROWS - 1) / BLOCK_ROWS, p.heads, p.batch), THREADS, DQ_SHARED, stream>>>(
       q128, do128, k64, v64, p, L, delta, dq);
   return cudaGetLastError();
@@ -664,9 +805,7 @@ cudaError_t backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout
 }
 
 // One pass at every length: with dQ's columns split between the consumers it is the faster at head dim 128 from
-// 1,024 keys too (book/log.md, 2026-11-27).
-int64_t dq_accumulator_size(const Problem& p) {
-  return int64_t(p.batch) * p.heads * query_tiles(p) * ROWS * p.head_dim;
-}
+// 1,024 keys too (book/log.md, 2026-11-27). Past the tiles, 16 bytes: the key-block counter, and the alignment.
+int64_t dq_accumulator_size(const Problem& p) { return dq_tiles_size(p) + 4; }
 
 }  // namespace systems_flash_hopper

@@ -76,18 +76,18 @@ std::tuple<Tensor, Tensor, Tensor> hopper_backward(const Tensor& q, const Tensor
 }
 
 // Where hopper_backward is the faster of it and the Triton kernels' backward, in the runs of book/log.md (causal, the
-// model's layout, 2026-11-27): at head dim 128 at every length the log's runs cover (1,024 to 32,768 keys); at head
-// dim 64 from 8,192 keys (0.84 to 0.98 of the Triton backward's time), and from 2,048 where the batch and the heads
-// bring at least 1,536 of its blocks of 128 keys, a dozen waves on an H100's 132 SMs (0.89 to 0.97). With fewer
-// blocks the last wave, causally uneven, costs more than the one pass saves (1.05 to 1.32 at 2,048 and 4,096 keys);
-// below 2,048 keys it is the slower at every batch (1.0 to 1.2). Without the mask, where blocks are even, from 4,096.
+// model's layout; head dim 64 as of the 2026-11-28 entry on the persistent grid): at head dim 128 at every length the
+// log's runs cover (1,024 to 32,768 keys); at head dim 64 from 8,192 keys, and from 1,024 where the batch and the
+// heads bring at least 1,024 of its blocks of 128 keys, eight waves' worth on 132 SMs. With fewer, how the causally
+// uneven blocks fall into waves decides, and the one pass is as often the slower. Without the mask, where blocks are
+// even, from 4,096.
 bool hopper_backward_is_faster(const Tensor& k, bool is_causal) {
-  constexpr int64_t KEY_BLOCKS = 1536;
+  constexpr int64_t KEY_BLOCKS = 1024;
   const int64_t keys = k.size(2);
   if (k.size(3) == 128) return true;
   if (!is_causal) return keys >= 4096;
   return keys >= 8192 ||
-         (keys >= 2048 && k.size(0) * k.size(1) * keys >= KEY_BLOCKS * systems_flash_hopper::BACKWARD_BLOCK_KEYS);
+         (keys >= 1024 && k.size(0) * k.size(1) * keys >= KEY_BLOCKS * systems_flash_hopper::BACKWARD_BLOCK_KEYS);
 }
 
 struct TritonBackward {

@@ -1,15 +1,15 @@
 """FlashAttention's forward written for Hopper in CUDA C++ (``flash_hopper_forward.cu``): the copy engine feeding a
 ring of shared-memory stages, two consumer warpgroups multiplying with asynchronous wgmma while their exponentials
 run, registers moved from the producer to the consumers, and the consumers taking turns at the tensor cores
-(FlashAttention-3's design). A backward in the forward's shape (``flash_hopper_backward.cu``: one pass, dQ added
-up by the copy engine as the dK/dV kernel goes; dK/dV then dQ under deterministic algorithms) is here too,
-:func:`backward_hopper_cuda`. Registered as
-``flash_hopper``: under one C++ autograd node (``torch.ops.systems_flash.hopper_attention``), whichever forward and
-whichever backward is the faster for the shape, these kernels or the Triton kernels launched from C++: the forward
-here at head dim 128 and at 64 from 8,192 keys; the backward here at head dim 128, and at 64 from 8,192 keys and from
-2,048 where batch and heads give it enough blocks to fill the GPU a dozen times over (``hopper_backward_is_faster``
-in ``flash_hopper_ops.cpp``; chapter 20 times both, ``book/log.md`` has every version's numbers). Its output is laid
-out as the Triton kernels' is, (B, N, H, d) in memory, so the model's reshape of it is a view.
+(FlashAttention-3's design). A backward in the forward's shape (``flash_hopper_backward.cu``: one pass, a
+persistent grid of dK/dV blocks with dQ added up by the copy engine as it goes; dK/dV then dQ under deterministic
+algorithms) is here too, :func:`backward_hopper_cuda`. Registered as ``flash_hopper``: under one C++ autograd node
+(``torch.ops.systems_flash.hopper_attention``), whichever forward and whichever backward is the faster for the
+shape, these kernels or the Triton kernels launched from C++: the forward here at head dim 128 and at 64 from 8,192
+keys; the backward here at head dim 128, and at 64 from 8,192 keys and from 1,024 where batch and heads give it
+enough blocks to fill the GPU eight times over (``hopper_backward_is_faster`` in ``flash_hopper_ops.cpp``; chapter 20
+times both, ``book/log.md`` has every version's numbers). Its output is laid out as the Triton kernels' is,
+(B, N, H, d) in memory, so the model's reshape of it is a view.
 
 It runs on sm_90 GPUs (H100, H200), bf16 and fp16, head dims 64 and 128; other inputs go to the portable Triton
 kernel. The kernel is built on first use for ``sm_90a`` (nvcc), beside the Triton kernels' C++ host path.
