@@ -3,7 +3,8 @@ flash_hopper), with the Triton kernels' backward behind the same C++ autograd no
 Hopper (one pass; two under deterministic algorithms), on its own.
 
 On any machine with nvcc: every kernel instantiation compiled for sm_90a without spilling and without ptxas
-serialising the asynchronous products; the reasons the name gives where it cannot run. On an sm_90 GPU: every output
+serialising the asynchronous products, and the backward's tile loops moving nothing into uniform registers; the
+reasons the name gives where it cannot run. On an sm_90 GPU: every output
 against the float64 oracle at the held-out kinds of shapes the other kernels are tested at, for each variant of the
 ablation, and the backward's gradients; PyTorch's checks of the ops; torch.compile with lengths that change; a model against naive attention; the
 CS336 attention tests' procedure."""
@@ -15,6 +16,7 @@ import subprocess
 
 import pytest
 import torch
+import triton
 from flash_common import (GPU_CASES, TOL, assert_close_to, check_against_reference, check_compiled_at_changing_lengths,
                           check_model_matches_naive_under_autocast, make_qkv, reference)
 from test_flash_cuda import NVCC, SOURCES
@@ -68,6 +70,41 @@ def test_backward_kernels_compile_for_sm90a(tmp_path):
     assert counts == BACKWARD_KERNELS, reports
     assert not any(stores for _, stores in reports), report
     assert "warning" not in report and "Potential Performance Loss" not in report, report
+
+
+def innermost_product_loops(kernel: str) -> list[list[str]]:
+    """The instructions of each loop in ``kernel`` (one function of cuobjdump's SASS listing) that holds wgmma
+    products and no other loop that does."""
+    lines = [(int(m.group(1), 16), m.group(2)) for m in
+             (re.match(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", line) for line in kernel.splitlines()) if m]
+    index = {address: i for i, (address, _) in enumerate(lines)}
+    loops = []
+    for end, (_, text) in enumerate(lines):
+        branch = re.search(r"\bBRA\s.*?0x([0-9a-f]+)", text)
+        start = index.get(int(branch.group(1), 16)) if branch else None
+        if start is not None and start < end and any("HGMMA" in t for _, t in lines[start:end + 1]):
+            loops.append((start, end))
+    return [[text for _, text in lines[start:end + 1]] for start, end in loops
+            if not any(inner != (start, end) and start <= inner[0] and inner[1] <= end for inner in loops)]
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit) to compile the kernels")
+def test_backward_tile_loops_move_nothing_into_uniform_registers(tmp_path):
+    # each consumer's index reaches the compiler as the same in every lane of a warp (warp_uniform): computed per
+    # lane, the tile loop built the wgmma descriptors in each lane's registers and moved them to the uniform ones
+    # (R2UR) every tile, and was the slower for it (book/log.md, 2026-11-28)
+    cubin = tmp_path / "backward.cubin"
+    run = subprocess.run([NVCC, "-std=c++17", "-O3", "-cubin", *hopper.ARCH_FLAGS,
+                          str(SOURCES / "flash_hopper_backward.cu"), "-o", str(cubin)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    sass = subprocess.run([triton.knobs.nvidia.cuobjdump.path, "-sass", str(cubin)], capture_output=True, text=True,
+                          check=True).stdout
+    kernels = [f for f in re.split(r"\n\s+Function : ", sass)[1:] if "dkdv_kernel" in f.split("\n", 1)[0]]
+    assert len(kernels) == BACKWARD_KERNELS["hopper_bwd_dkdv_kernel"]
+    for kernel in kernels:
+        tile_loop = min(innermost_product_loops(kernel), key=len)
+        moves = [text for text in tile_loop if re.match(r"(@!?\w+\s+)?R2UR\b", text)]
+        assert not moves, (kernel.split("\n", 1)[0], moves)
 
 
 def test_the_name_says_why_it_cannot_run(monkeypatch):
