@@ -60,9 +60,16 @@ BACKWARD_KERNELS = {"hopper_bwd_dkdv_kernel": 16, "hopper_bwd_dq_kernel": 8, "de
                     "dq_from_accumulator_kernel": 4}
 
 
+@pytest.fixture(scope="module")
+def backward_build(tmp_path_factory):
+    """The backward compiled once for sm_90a: ptxas's report, and the object it wrote (its SASS for cuobjdump)."""
+    out = tmp_path_factory.mktemp("backward")
+    return ptxas_report("flash_hopper_backward.cu", out), out / "kernel.o"
+
+
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit) to compile the kernels")
-def test_backward_kernels_compile_for_sm90a(tmp_path):
-    report = ptxas_report("flash_hopper_backward.cu", tmp_path)
+def test_backward_kernels_compile_for_sm90a(backward_build):
+    report, _ = backward_build
     # each entry's report: its name, then the bytes it spills
     reports = [(block.split("'")[0], int(re.search(r"(\d+) bytes spill stores", block).group(1)))
                for block in report.split("Compiling entry function '")[1:]]
@@ -89,16 +96,13 @@ def innermost_product_loops(kernel: str) -> list[list[str]]:
 
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit) to compile the kernels")
-def test_backward_tile_loops_move_nothing_into_uniform_registers(tmp_path):
+def test_backward_tile_loops_move_nothing_into_uniform_registers(backward_build):
     # each consumer's index reaches the compiler as the same in every lane of a warp (warp_uniform): computed per
     # lane, the tile loop built the wgmma descriptors in each lane's registers and moved them to the uniform ones
     # (R2UR) every tile, and was the slower for it (book/log.md, 2026-11-28)
-    cubin = tmp_path / "backward.cubin"
-    run = subprocess.run([NVCC, "-std=c++17", "-O3", "-cubin", *hopper.ARCH_FLAGS,
-                          str(SOURCES / "flash_hopper_backward.cu"), "-o", str(cubin)], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr[-3000:]
-    sass = subprocess.run([triton.knobs.nvidia.cuobjdump.path, "-sass", str(cubin)], capture_output=True, text=True,
-                          check=True).stdout
+    _, kernel_object = backward_build
+    sass = subprocess.run([triton.knobs.nvidia.cuobjdump.path, "-sass", str(kernel_object)], capture_output=True,
+                          text=True, check=True).stdout
     kernels = [f for f in re.split(r"\n\s+Function : ", sass)[1:] if "dkdv_kernel" in f.split("\n", 1)[0]]
     assert len(kernels) == BACKWARD_KERNELS["hopper_bwd_dkdv_kernel"]
     for kernel in kernels:
