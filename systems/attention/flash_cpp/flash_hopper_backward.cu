@@ -182,6 +182,16 @@ __device__ __forceinline__ V fresh(const V& x) {
 // moved there each tile, they slowed the consumers' loop: book/log.md, 2026-11-28).
 __device__ __forceinline__ int warp_uniform(int x) { return __shfl_sync(0xffffffff, x, 0); }
 
+// Key block kb's query tiles as the ring counts them, first to end - 1, tile r holding the queries from
+// (shift + r) 64: read from shared memory and made warp-uniform, for the loops that walk them.
+struct RingTiles {
+  int first, end, shift;
+};
+__device__ __forceinline__ RingTiles ring_tiles(const KeyBlockTurn& kb) {
+  const int first = warp_uniform(fresh(kb.walked));
+  return {first, first + warp_uniform(fresh(kb.n_tiles)), warp_uniform(fresh(kb.first_tile)) - first};
+}
+
 // The block's j-th key block, in shared memory, or nullptr when none is left: persistent, the one the producer named;
 // else the block's own, the only one, which its thread 0 wrote before the block's first barrier.
 template <bool PERSISTENT, int HEAD_DIM, int STAGES>
@@ -237,11 +247,10 @@ __device__ __forceinline__ void produce_query_rows(BackwardShared<HEAD_DIM, STAG
   const int lane = threadIdx.x % 32;
   for (int j = 0; const KeyBlockTurn* kb = take_key_block<PERSISTENT>(sh, p, j); ++j) {
     const int64_t bh = int64_t(fresh(kb->b)) * p.heads + fresh(kb->h);
-    const int r_first = warp_uniform(fresh(kb->walked)), r_end = r_first + warp_uniform(fresh(kb->n_tiles));
-    const int tile_shift = warp_uniform(fresh(kb->first_tile)) - r_first;
+    const RingTiles tiles = ring_tiles(*kb);
 #pragma unroll 1  // a warp of 24 registers a lane: the loop as written
-    for (int r = r_first; r < r_end; ++r) {
-      const int stage = r % STAGES, q0 = (tile_shift + r) * ROWS;
+    for (int r = tiles.first; r < tiles.end; ++r) {
+      const int stage = r % STAGES, q0 = (tiles.shift + r) * ROWS;
       if (r >= STAGES) barrier_wait(&sh.empty[stage], (r / STAGES - 1) & 1);
 #pragma unroll
       for (int row = lane; row < ROWS; row += 32) {
@@ -276,8 +285,8 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
                                                   const KeyBlockTurn& kb) {
   const int consumer = warp_uniform(threadIdx.x / 128 - 1), warp = warp_uniform(threadIdx.x / 32 % 4);
   const int lane = threadIdx.x % 32, t = lane % 4;
-  const int r_first = warp_uniform(fresh(kb.walked)), r_end = r_first + warp_uniform(fresh(kb.n_tiles));
-  const int tile_shift = warp_uniform(fresh(kb.first_tile)) - r_first;  // tile r's queries from (tile_shift + r) 64
+  const RingTiles tiles = ring_tiles(kb);
+  const int r_first = tiles.first, r_end = tiles.end, tile_shift = tiles.shift;
   const int my_k0 = warp_uniform(fresh(kb.k0) + consumer * ROWS);
   // this lane's keys (from my_k0: 16 warp + lane / 4 and 8 more) less its first query's column in a tile (2 t)
   const int keys_less_columns = lane_key(0, warp, lane) - 2 * t;
