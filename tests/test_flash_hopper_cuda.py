@@ -199,14 +199,19 @@ def test_gpu_attention_matches_the_oracle(case, is_causal):
 @pytest.mark.gpu
 @HOPPER
 @pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("deterministic", [False, True], ids=["one-pass", "two-pass"])
 @pytest.mark.parametrize("case", range(len(CASES)), ids=IDS)
-def test_gpu_backward_matches_the_oracle(case, is_causal):
+def test_gpu_backward_matches_the_oracle(case, is_causal, deterministic):
     q, k, v, dtype = case_inputs(case)
     do = torch.randn_like(q)
     o, L = forward_hopper_cuda(q, k, v, is_causal)
     *_, want_dq, want_dk, want_dv = reference(q, k, v, do, is_causal)
-    for name, got, want in zip(("dQ", "dK", "dV"), backward_hopper_cuda(q, k, v, o, do, L, is_causal),
-                               (want_dq, want_dk, want_dv)):
+    torch.use_deterministic_algorithms(deterministic)
+    try:
+        grads = backward_hopper_cuda(q, k, v, o, do, L, is_causal)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    for name, got, want in zip(("dQ", "dK", "dV"), grads, (want_dq, want_dk, want_dv)):
         assert_close_to(got, want, TOL[dtype], name)
 
 
