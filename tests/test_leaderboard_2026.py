@@ -95,6 +95,23 @@ def test_stored_blocks_the_model_does_not_checkpoint_are_refused_before_any_proc
     assert run.returncode == 2 and "--stored-blocks: " in run.stderr and words in run.stderr
 
 
+def test_the_one_gpu_command_stores_the_same_last_blocks_in_every_recipe_and_refuses_counts_that_do_not_fit(
+        monkeypatch, capsys):
+    asked = []
+    monkeypatch.setattr(parts, "model_step", lambda layers, recipes, **kw: asked.extend(recipes) or pd.DataFrame())
+    parts.main(["model", "--layers", "4", "6", "--attention", "sdpa", "--recompute", "keep_attention",
+                "--stored-blocks", "3"])
+    assert [(r.attention, r.recompute, r.stored_groups) for r in asked] == \
+        [("sdpa", "keep_attention", 3), (parts.PLAIN.attention, "all", 3)]
+    for args, words in ((["--layers", "2", "4", "--stored-blocks", "3"], "--stored-blocks: stored_groups must be a "
+                                                                         "count of checkpointed groups in [0, 2], got 3"),
+                        (["--recompute", "keep_attention", "--kept-groups", "2", "--stored-blocks", "1"],
+                         "--stored-blocks: kept_groups=2 first and stored_groups=1 last groups overlap")):
+        with pytest.raises(SystemExit) as exit_:
+            parts.main(["model", *args])
+        assert exit_.value.code == 2 and words in capsys.readouterr().err
+
+
 def test_the_command_outside_torchrun_says_how_to_start_it():
     run = subprocess.run([sys.executable, "-m", "systems.bench.leaderboard_step", "--toy"], capture_output=True,
                          text=True, timeout=120, env={k: v for k, v in os.environ.items()

@@ -297,12 +297,17 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
                    "recompute each block (plain PyTorch's recomputes each whole)")
     p.add_argument("--kept-groups", type=integer(0), default=None,
                    help="model, with --recompute keep_attention: the first blocks that keep attention's output")
+    p.add_argument("--stored-blocks", type=integer(0), default=0,
+                   help="model: the last blocks run without recomputation, every activation stored, in every recipe "
+                        "(plain PyTorch's too: the same checkpointing)")
     p.add_argument("--rep", type=integer(1), default=1000, help="do_bench's time of repetitions, ms")
     a = p.parse_args(argv)
-    try:
-        Recipe(recompute=a.recompute, kept_groups=a.kept_groups).check(min(a.layers))
-    except ValueError as exc:
-        p.error(f"--kept-groups: {exc}")
+    ours = Recipe(recompute=a.recompute, kept_groups=a.kept_groups)
+    for flag, recipe in (("--kept-groups", ours), ("--stored-blocks", replace(ours, stored_groups=a.stored_blocks))):
+        try:
+            recipe.check(min(a.layers))
+        except ValueError as exc:
+            p.error(f"{flag}: {exc}")
     warmup = max(1, a.rep // 5)
     if a.part == "head":
         df = head_and_loss(a.tokens, rep=a.rep, warmup=warmup)
@@ -313,8 +318,8 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     elif a.part == "block":
         df = block_step(a.attention, rep=a.rep, warmup=warmup)
     else:
-        recipes = [Recipe(attention=att, recompute=a.recompute, kept_groups=a.kept_groups) for att in a.attention]
-        recipes.append(PLAIN)
+        recipes = [replace(ours, attention=att, stored_groups=a.stored_blocks) for att in a.attention]
+        recipes.append(replace(PLAIN, stored_groups=a.stored_blocks))
         df = model_step(a.layers, recipes, rep=a.rep, warmup=warmup)
     print(df.to_string(index=False))
     return df
