@@ -112,6 +112,16 @@ def test_the_one_gpu_command_stores_the_same_last_blocks_in_every_recipe_and_ref
         assert exit_.value.code == 2 and words in capsys.readouterr().err
 
 
+def test_the_commands_say_where_our_triton_kernels_cannot_run_before_starting(monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # on a CPU without the interpreter
+    for main, argv in ((parts.main, ["adamw"]), (whole.main, ["--toy"])):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == 2 and "Triton kernels (" in (err := capsys.readouterr().err) and \
+            "cannot run here: needs a CUDA GPU (or TRITON_INTERPRET=1 to run in Triton's interpreter), not cpu" in err
+
+
 def test_the_command_outside_torchrun_says_how_to_start_it():
     run = subprocess.run([sys.executable, "-m", "systems.bench.leaderboard_step", "--toy"], capture_output=True,
                          text=True, timeout=120, env={k: v for k, v in os.environ.items()

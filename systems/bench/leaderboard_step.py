@@ -42,6 +42,7 @@ from systems.flops import mfu, step_flops
 from systems.model import LEADERBOARD_2026, ModelConfig
 from systems.parallel import TrainStep, wrap
 from systems.recompute import RECOMPUTE
+from systems.triton_interpreter import triton_unavailable
 
 SHARDINGS = ("fsdp2", "fsdp")
 # a model of the leaderboard's shape at a size two CPU processes run in seconds
@@ -178,6 +179,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         wanted.check(cfg.num_layers)
     except ValueError as exc:
         p.error(f"--stored-blocks: {exc}")
+    why = None if a.plain else triton_unavailable(torch.device("cuda" if torch.cuda.is_available() else "cpu"),
+                                                  torch.float32)
+    if why:
+        p.error(f"our recipe's Triton kernels (attention, fused loss, AdamW) cannot run here: {why}; --plain runs "
+                "without them")
     with sdist.group_from_environment():
         if not dist.is_initialized():
             p.error("start it with torchrun (torchrun --nproc_per_node N -m systems.bench.leaderboard_step ...)")
