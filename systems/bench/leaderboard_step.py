@@ -179,8 +179,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         wanted.check(cfg.num_layers)
     except ValueError as exc:
         p.error(f"--stored-blocks: {exc}")
-    why = None if a.plain else triton_unavailable(torch.device("cuda" if torch.cuda.is_available() else "cpu"),
-                                                  torch.float32)
+    why = None if a.plain else triton_unavailable(local_device(), torch.float32)
     if why:
         p.error(f"our recipe's Triton kernels (attention, fused loss, AdamW) cannot run here: {why}; --plain runs "
                 "without them")
