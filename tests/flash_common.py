@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -13,6 +14,17 @@ import torch
 
 from systems.attention.oracle import TF32_TOLERANCE, TOLERANCE, reference_forward_backward
 from systems.model import TransformerLM, preset
+
+
+@contextlib.contextmanager
+def deterministic_algorithms(enabled: bool = True):
+    """torch.use_deterministic_algorithms(enabled) for the block, then the mode as it was."""
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(enabled)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before)
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 # bf16 is tested on the GPU only: the Triton interpreter multiplies raw bf16 bits (pitfalls.md)

@@ -18,7 +18,7 @@ import pytest
 import torch
 import triton
 from flash_common import (GPU_CASES, TOL, assert_close_to, check_against_reference, check_compiled_at_changing_lengths,
-                          check_model_matches_naive_under_autocast, make_qkv, reference)
+                          check_model_matches_naive_under_autocast, deterministic_algorithms, make_qkv, reference)
 from test_flash_cuda import NVCC, SOURCES
 
 from systems.attention import unavailable
@@ -206,11 +206,8 @@ def test_gpu_backward_matches_the_oracle(case, is_causal, deterministic):
     do = torch.randn_like(q)
     o, L = forward_hopper_cuda(q, k, v, is_causal)
     *_, want_dq, want_dk, want_dv = reference(q, k, v, do, is_causal)
-    torch.use_deterministic_algorithms(deterministic)
-    try:
+    with deterministic_algorithms(deterministic):
         grads = backward_hopper_cuda(q, k, v, o, do, L, is_causal)
-    finally:
-        torch.use_deterministic_algorithms(False)
     for name, got, want in zip(("dQ", "dK", "dV"), grads, (want_dq, want_dk, want_dv)):
         assert_close_to(got, want, TOL[dtype], name)
 
@@ -233,12 +230,9 @@ def test_gpu_the_backward_takes_one_pass_unless_asked_to_be_deterministic(d, n):
     names, fast = kernels_and_grads()
     assert any("dq_from_accumulator" in name for name in names), names
     assert not any("hopper_bwd_dq_kernel" in name for name in names), names
-    torch.use_deterministic_algorithms(True)
-    try:
+    with deterministic_algorithms():
         names, first = kernels_and_grads()
         _, second = kernels_and_grads()
-    finally:
-        torch.use_deterministic_algorithms(False)
     assert any("hopper_bwd_dq_kernel" in name for name in names) and \
         not any("dq_from_accumulator" in name for name in names)
     for a, b in zip(first, second):

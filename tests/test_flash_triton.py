@@ -22,6 +22,7 @@ from flash_common import (
     check_compiled_at_changing_lengths,
     check_model_matches_naive,
     check_sum_backward,
+    deterministic_algorithms,
     make_qkv,
     misaligned,
     reference,
@@ -146,17 +147,6 @@ def test_single_pass_backward_with_atomic_dq(n_q, n_k, d, is_causal, tma):
     config = FlashConfig(**MIXED_TILES, atomic_dq=True, tma=tma)
     q, k, v = make_qkv((1, 2), n_q, n_k, d)
     check_against_reference(with_config(config), q, k, v, is_causal, tol(torch.float32))
-
-
-@contextlib.contextmanager
-def deterministic_algorithms():
-    """torch.use_deterministic_algorithms(True) for the block, then the mode as it was."""
-    before = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(before)
 
 
 def test_one_or_two_backward_passes(monkeypatch):

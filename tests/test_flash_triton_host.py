@@ -13,6 +13,7 @@ from flash_common import (
     TOL,
     check_against_reference,
     check_model_matches_naive,
+    deterministic_algorithms,
     make_qkv,
     misaligned,
     saved_logsumexp,
@@ -100,8 +101,7 @@ def test_gpu_a_plan_per_layout():
     for layout in ("contiguous", "strided", "misaligned", "stride-0 dO", "deterministic"):
         with contextlib.ExitStack() as stack:
             if layout == "deterministic":
-                stack.callback(torch.use_deterministic_algorithms, False)
-                torch.use_deterministic_algorithms(True)
+                stack.enter_context(deterministic_algorithms())
             for call in range(3):
                 q, k, v = make_qkv((2, 3), 203, 203, 64, dtype=torch.bfloat16, contiguous=layout != "strided")
                 if layout == "misaligned":
@@ -119,15 +119,12 @@ def test_gpu_a_plan_per_layout():
 def test_gpu_deterministic_mode_repeats_bit_for_bit_from_cpp():
     q, k, v = make_qkv((2, 4), 300, 300, 64, dtype=torch.bfloat16)
     do = torch.randn_like(q)
-    torch.use_deterministic_algorithms(True)
-    try:
-        grads = []
+    grads = []
+    with deterministic_algorithms():
         for _ in range(4):
             q.grad = k.grad = v.grad = None
             flash_attention_triton(q, k, v, True).backward(do)
             grads.append((q.grad.clone(), k.grad.clone(), v.grad.clone()))
-    finally:
-        torch.use_deterministic_algorithms(False)
     for later in grads[1:]:
         assert all(torch.equal(a, b) for a, b in zip(grads[0], later))
 
