@@ -41,14 +41,14 @@ from tqdm.auto import tqdm
 from systems.attention import available
 from systems.bench.points import GIB, Step, achieved, measure
 # The chapters read the recipes from here, beside what measures them.
-from systems.bench.recipe import PLAIN, Recipe, ablation_recipes, adamw_for, build_model, our_attention  # noqa: F401
+from systems.bench.recipe import (PLAIN, Recipe, ablation_recipes, adamw_for, build_model,  # noqa: F401
+                                  our_attention, our_kernels_unavailable)
 from systems.cli import integer
 from systems.device import OOM, allocatable_bytes, local_device
 from systems.flops import step_flops
 from systems.memory.checkpointing import kept_attention_bytes, kept_groups_that_fit
 from systems.model import LEADERBOARD_2026, ModelConfig, TransformerBlock, TransformerLM, token_loss
 from systems.recompute import run_blocks
-from systems.triton_interpreter import triton_unavailable
 
 HEAD_VARIANTS = ("eager", "compiled", "fused")
 ADAMW_VARIANTS = ("foreach", "torch fused", "ours")
@@ -303,9 +303,9 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
                         "(plain PyTorch's too: the same checkpointing)")
     p.add_argument("--rep", type=integer(1), default=1000, help="do_bench's time of repetitions, ms")
     a = p.parse_args(argv)
-    why = triton_unavailable(local_device(), torch.float32)
-    if why:  # every part times our Triton kernels (the fused loss, AdamW) beside PyTorch's
-        p.error(f"our Triton kernels (the fused loss, AdamW) cannot run here: {why}")
+    why = our_kernels_unavailable(local_device())
+    if why:  # every part times our kernels beside PyTorch's
+        p.error(why)
     ours = Recipe(recompute=a.recompute, kept_groups=a.kept_groups)
     for flag, recipe in (("--kept-groups", ours), ("--stored-blocks", replace(ours, stored_groups=a.stored_blocks))):
         try:

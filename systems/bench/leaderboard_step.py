@@ -35,14 +35,13 @@ import torch.distributed as dist
 
 from systems import dist as sdist
 from systems.bench.ddp import idle_ms, overlap_ms, step_intervals
-from systems.bench.recipe import PLAIN, Recipe, adamw_for, our_attention
+from systems.bench.recipe import PLAIN, Recipe, adamw_for, our_attention, our_kernels_unavailable
 from systems.cli import integer
 from systems.device import is_oom, local_device, synchronize, timed
 from systems.flops import mfu, step_flops
 from systems.model import LEADERBOARD_2026, ModelConfig
 from systems.parallel import TrainStep, wrap
 from systems.recompute import RECOMPUTE
-from systems.triton_interpreter import triton_unavailable
 
 SHARDINGS = ("fsdp2", "fsdp")
 # a model of the leaderboard's shape at a size two CPU processes run in seconds
@@ -179,10 +178,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         wanted.check(cfg.num_layers)
     except ValueError as exc:
         p.error(f"--stored-blocks: {exc}")
-    why = None if a.plain else triton_unavailable(local_device(), torch.float32)
+    why = None if a.plain else our_kernels_unavailable(local_device())
     if why:
-        p.error(f"our recipe's Triton kernels (attention, fused loss, AdamW) cannot run here: {why}; --plain runs "
-                "without them")
+        p.error(f"{why}; --plain runs without them")
     with sdist.group_from_environment():
         if not dist.is_initialized():
             p.error("start it with torchrun (torchrun --nproc_per_node N -m systems.bench.leaderboard_step ...)")

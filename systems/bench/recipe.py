@@ -15,6 +15,7 @@ import torch
 from systems.attention import unavailable
 from systems.model import ModelConfig, TransformerLM
 from systems.recompute import check_kept_groups, check_stored_groups
+from systems.triton_interpreter import triton_unavailable
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,13 @@ def our_attention(cfg: ModelConfig, device: torch.device, dtype: torch.dtype = t
     backward) where it runs, else the Triton kernels."""
     runs = unavailable("flash_hopper", device, dtype, cfg.d_model // cfg.num_heads) is None
     return "flash_hopper" if runs else Recipe().attention
+
+
+def our_kernels_unavailable(device: torch.device) -> str | None:
+    """Why our recipe's Triton kernels (attention, fused loss, AdamW) cannot run on ``device``, as a command says it
+    before any work, or None where they can."""
+    why = triton_unavailable(device, torch.float32)
+    return None if why is None else f"our recipe's Triton kernels (attention, fused loss, AdamW) cannot run here: {why}"
 
 
 def build_model(cfg: ModelConfig, recipe: Recipe, where: torch.device, dtype: torch.dtype = torch.bfloat16
