@@ -286,13 +286,12 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
   const int consumer = warp_uniform(threadIdx.x / 128 - 1), warp = warp_uniform(threadIdx.x / 32 % 4);
   const int lane = threadIdx.x % 32, t = lane % 4;
   const RingTiles tiles = ring_tiles(kb);
-  const int r_first = tiles.first, r_end = tiles.end, tile_shift = tiles.shift;
   const int my_k0 = warp_uniform(fresh(kb.k0) + consumer * ROWS);
   // this lane's keys (from my_k0: 16 warp + lane / 4 and 8 more) less its first query's column in a tile (2 t)
   const int keys_less_columns = lane_key(0, warp, lane) - 2 * t;
   // the first of tile r's dQ sums in the accumulator: dq_tile0 + r
   const int64_t dq_tile0 =
-      (int64_t(warp_uniform(fresh(kb.b))) * p.heads + warp_uniform(fresh(kb.h))) * query_tiles(p) + tile_shift;
+      (int64_t(warp_uniform(fresh(kb.b))) * p.heads + warp_uniform(fresh(kb.h))) * query_tiles(p) + tiles.shift;
   const uint32_t k_rows = shared_address(sh.own_a) + consumer * ROWS * 128;
   const uint32_t v_rows = shared_address(sh.own_b) + consumer * ROWS * 128;
   const float qk_scale = p.scale * LOG2E;
@@ -316,7 +315,7 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
   auto probabilities = [&](int r) {
     // the tile's first query less the consumer's first key: a key past a query where the difference of their
     // offsets from those, keys_less_columns + 8 (e >> 1) - (8 n + c), exceeds it
-    const int stage = r % STAGES, past = (tile_shift + r) * ROWS - my_k0;
+    const int stage = r % STAGES, past = (tiles.shift + r) * ROWS - my_k0;
     const float* lse = sh.lse[stage];  // this lane's queries: 8 n + 2 t + c in the tile
     fence_registers(s);
     const bool diagonal = CAUSAL && past < ROWS - 1;  // some key of this consumer's past some query
@@ -451,16 +450,16 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
     if (PERSISTENT && lane == 0) barrier_arrive(&sh.own_empty);
   };
   if constexpr (HEAD_DIM == 64) {
-    if (r_end > r_first) {
-      issue_scores(r_first);
+    if (tiles.end > tiles.first) {
+      issue_scores(tiles.first);
       wgmma_wait<1>();  // S^T
-      probabilities(r_first);
+      probabilities(tiles.first);
       wgmma_wait<1>();  // dP^T
-      score_gradients(r_first);
+      score_gradients(tiles.first);
       wgmma_wait<0>();  // dV: P^T's registers free
       fence_registers(dv);
       to_operand<T, ROWS>(dst, dp);
-      for (int r = r_first + 1; r < r_end; ++r) {
+      for (int r = tiles.first + 1; r < tiles.end; ++r) {
         // the tensor cores take this tile's S^T and dP^T and the last tile's dK in a row, while the exponentials of
         // this tile wait for S^T alone; one pass issues the last tile's dQ share after S^T (its dS^T stores and
         // barrier run under S^T) and hands it to the copy engine after the exponentials, not before them (4 % off
@@ -490,18 +489,18 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
         if (lane == 0) barrier_arrive(&sh.empty[(r - 1) % STAGES]);  // the last tile's Q and dO read
         to_operand<T, ROWS>(dst, dp);
       }
-      if constexpr (ONE_PASS) issue_dq(r_end - 1);
-      issue_dk(r_end - 1);
+      if constexpr (ONE_PASS) issue_dq(tiles.end - 1);
+      issue_dk(tiles.end - 1);
       wgmma_wait<0>();
-      if (lane == 0) barrier_arrive(&sh.empty[(r_end - 1) % STAGES]);  // the ring runs on into the next key block
+      if (lane == 0) barrier_arrive(&sh.empty[(tiles.end - 1) % STAGES]);  // the ring runs on into the next key block
       release_own();
       fence_registers(dk);
-      if constexpr (ONE_PASS) add_dq(r_end - 1);
+      if constexpr (ONE_PASS) add_dq(tiles.end - 1);
     } else {
       release_own();
     }
   } else {  // head dim 128: dK and dV take 128 registers, too many to hold dS^T's across the next tile's products
-    for (int r = r_first; r < r_end; ++r) {
+    for (int r = tiles.first; r < tiles.end; ++r) {
       issue_scores(r);
       wgmma_wait<1>();  // S^T
       probabilities(r);
@@ -515,10 +514,10 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
       wgmma_wait<0>();
       fence_registers(dk);
       if (lane == 0) barrier_arrive(&sh.empty[r % STAGES]);
-      if (r == r_end - 1) release_own();
+      if (r == tiles.end - 1) release_own();
       if constexpr (ONE_PASS) add_dq(r);
     }
-    if (r_end == r_first) release_own();
+    if (tiles.end == tiles.first) release_own();
   }
   // the lane's keys again, from %tid read afresh: without the mask nothing in the loop needs them, and kept live
   // across it they cost the one-pass loop a register it has not got
