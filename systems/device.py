@@ -10,12 +10,15 @@ The bottom layer, with :mod:`systems.provenance`: everything may import it, it i
   sees the work and not its queueing. Every timing loop of the project goes through it.
 * :func:`record_memory` writes a CUDA memory snapshot of a block (what pytorch.org/memory_viz shows).
 * :func:`run_or_oom` turns running out of memory into a value, :data:`OOM`, so sweeps record it and go on.
+* :func:`use_expandable_segments` has the CUDA allocator grow its segments in place, so a step that fills the GPU
+  is not refused for the memory the allocator's own fragments hold.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import timeit
 import warnings
 from pathlib import Path
@@ -25,6 +28,8 @@ import torch
 import torch.distributed as dist
 
 OOM = "OOM"
+ALLOCATOR_SETTINGS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")  # PyTorch reads either
+EXPANDABLE_SEGMENTS = "expandable_segments:True"
 
 
 def local_device() -> torch.device:
@@ -115,6 +120,26 @@ def allocatable_bytes() -> int:
         return 0
     free, _ = torch.cuda.mem_get_info()
     return free + torch.cuda.memory_reserved()
+
+
+def use_expandable_segments() -> str | None:
+    """Have PyTorch's CUDA allocator map more memory onto a segment as it grows (expandable segments), instead of
+    reserving a segment of each new size and splitting it; returns the settings in force (None: the allocator's own).
+
+    A deep training step frees and allocates blocks of many sizes, and the memory held by split segments that no
+    later request fits can refuse a step whose live tensors would fit. Settings the user gave in the environment
+    are kept as they are. The allocator reads its settings once, when CUDA starts in the process, so a process
+    calls this before its first CUDA work; called later it changes nothing and warns."""
+    for name in ALLOCATOR_SETTINGS:
+        if os.environ.get(name):
+            return os.environ[name]
+    if torch.cuda.is_initialized():
+        warnings.warn("use_expandable_segments() came after this process started CUDA, whose allocator has read its "
+                      f"settings already: set PYTORCH_CUDA_ALLOC_CONF={EXPANDABLE_SEGMENTS} before starting Python",
+                      stacklevel=2)
+        return None
+    os.environ[ALLOCATOR_SETTINGS[0]] = EXPANDABLE_SEGMENTS
+    return EXPANDABLE_SEGMENTS
 
 
 def run_or_oom(fn: Callable[[], Any]) -> Any:

@@ -1,6 +1,9 @@
 """The benchmarking harness: timing discipline, result fields, OOM as a result, the CLI."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -10,7 +13,7 @@ from systems.attention import get_attention
 from systems.bench import attention_steps, e2e
 from systems.bench.e2e import BenchConfig, benchmark, sweep
 from systems.bench.timing import time_steps
-from systems.device import OOM, run_or_oom
+from systems.device import EXPANDABLE_SEGMENTS, OOM, run_or_oom, use_expandable_segments
 from systems.flops import model_flops
 from systems.model import preset
 
@@ -81,6 +84,45 @@ def test_out_of_memory_is_a_row_and_the_sweep_goes_on(monkeypatch):
     df = sweep(tiny(), progress=False, context_length=[8, 16, 4])
     assert list(df.status) == ["ok", OOM, "ok"]
     assert pd.isna(df.loc[1, "forward_ms"]) and df.loc[2, "forward_ms"] > 0
+
+
+@pytest.fixture
+def allocator_settings(monkeypatch):
+    """The allocator's settings empty, and as they were after the test."""
+    for name in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+        monkeypatch.setenv(name, "")
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    return monkeypatch
+
+
+def test_expandable_segments_are_asked_for_before_cuda_starts(allocator_settings):
+    assert use_expandable_segments() == EXPANDABLE_SEGMENTS == "expandable_segments:True"
+    assert os.environ["PYTORCH_CUDA_ALLOC_CONF"] == EXPANDABLE_SEGMENTS and os.environ["PYTORCH_ALLOC_CONF"] == ""
+
+
+@pytest.mark.parametrize("name", ["PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"])
+def test_the_users_allocator_settings_are_kept(allocator_settings, name):
+    allocator_settings.setenv(name, "max_split_size_mb:128")
+    assert use_expandable_segments() == "max_split_size_mb:128"
+    assert {os.environ[n] for n in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")} == {"", "max_split_size_mb:128"}
+
+
+def test_expandable_segments_asked_for_after_cuda_started_warn_and_change_nothing(allocator_settings):
+    allocator_settings.setattr(torch.cuda, "is_initialized", lambda: True)
+    with pytest.warns(UserWarning, match="came after this process started CUDA.*PYTORCH_CUDA_ALLOC_CONF=expandable"):
+        assert use_expandable_segments() is None
+    assert os.environ["PYTORCH_CUDA_ALLOC_CONF"] == ""
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (its allocator)")
+def test_expandable_segments_reach_the_allocator_of_a_fresh_process():
+    probe = ("from systems.device import use_expandable_segments; use_expandable_segments(); import torch; "
+             "torch.empty(1 << 20, device='cuda'); "
+             "print(all(s['is_expandable'] for s in torch.cuda.memory._snapshot()['segments']))")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")}
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=env)
+    assert run.returncode == 0 and run.stdout.split() == ["True"], run.stderr
 
 
 def test_interleaved_alternates_the_attentions_on_one_model(monkeypatch):

@@ -21,6 +21,8 @@ back end refuses "unsupported", and no numbers.
 
 Times are ``triton.testing.do_bench`` means, as the handout's harness takes them (:func:`~systems.bench.timing.handout_ms`).
 FLOPs are :func:`systems.flops.step_flops`'s: causal attention's visible half, its backward 2.5× its forward.
+The command runs with the allocator's expandable segments (:func:`systems.device.use_expandable_segments`), as
+chapter 18 does.
 
     python -m systems.bench.leaderboard_2026 head --tokens 65536
     python -m systems.bench.leaderboard_2026 model --layers 4 --attention sdpa_cudnn flash_triton
@@ -44,7 +46,7 @@ from systems.bench.points import GIB, Step, achieved, measure
 from systems.bench.recipe import (PLAIN, Recipe, ablation_recipes, adamw_for, build_model,  # noqa: F401
                                   our_attention, our_kernels_unavailable)
 from systems.cli import integer
-from systems.device import OOM, allocatable_bytes, local_device
+from systems.device import OOM, allocatable_bytes, local_device, use_expandable_segments
 from systems.flops import step_flops
 from systems.memory.checkpointing import kept_attention_bytes, kept_groups_that_fit
 from systems.model import LEADERBOARD_2026, ModelConfig, TransformerBlock, TransformerLM, token_loss
@@ -330,4 +332,5 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
 
 
 if __name__ == "__main__":
+    use_expandable_segments()  # the process's setting, before its first CUDA work
     main()
