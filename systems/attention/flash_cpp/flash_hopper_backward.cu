@@ -23,9 +23,9 @@
 // Each consumer keeps the tensor cores fed across its tiles: the next tile's first two products are issued as soon as
 // the last product of this one is, and run while it finishes (FlashAttention-3's intra-warpgroup overlap), except in
 // the dK/dV pass at head dim 128, whose dK and dV take half a consumer's registers, and which runs a tile's products
-// in turn. In the
-// dK/dV pass a second producer warp copies each query tile's L and D into the stage beside Q and dO, so no consumer
-// waits on a global load inside its loop.
+// in turn (one pass: the tile's dQ share stored and handed over while dK's product runs). In the dK/dV pass a second
+// producer warp copies each query tile's L and D into the stage beside Q and dO, so no consumer waits on a global
+// load inside its loop.
 #include "flash_hopper.cuh"
 
 namespace systems_flash_hopper {
@@ -511,11 +511,14 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
       to_operand<T, ROWS>(dst, dp);
       if constexpr (ONE_PASS) issue_dq(r);
       issue_dk(r);
+      if constexpr (ONE_PASS) {
+        wgmma_wait<1>();  // the tile's dQ share, stored and handed to the copy engine under dK's product
+        add_dq(r);
+      }
       wgmma_wait<0>();
       fence_registers(dk);
       if (lane == 0) barrier_arrive(&sh.empty[r % STAGES]);
       if (r == tiles.end - 1) release_own();
-      if constexpr (ONE_PASS) add_dq(r);
     }
     if (tiles.end == tiles.first) release_own();
   }
