@@ -26,6 +26,7 @@ def deterministic_algorithms(enabled: bool = True):
     finally:
         torch.use_deterministic_algorithms(before)
 
+
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 # bf16 is tested on the GPU only: the Triton interpreter multiplies raw bf16 bits (pitfalls.md)
 DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if DEVICE.type == "cuda" else [])

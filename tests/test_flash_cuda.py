@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 from flash_common import (GPU_CASES, TOL, check_against_reference, check_compiled_at_changing_lengths,
-                          check_model_matches_naive_under_autocast, check_sum_backward, make_qkv, saved_logsumexp)
+                          check_model_matches_naive_under_autocast, check_sum_backward, deterministic_algorithms,
+                          make_qkv, saved_logsumexp)
 
 from systems.attention import flash_cpp, unavailable
 from systems.attention._checks import as_4d
@@ -126,14 +127,10 @@ def test_gpu_deterministic_mode_takes_two_passes_that_repeat_bit_for_bit(case, i
     # deterministic algorithms, the backward takes two passes: right, and the same bits every time
     batch, n_q, n_k, d, dtype, contiguous = CASES[case]
     q, k, v = make_qkv(batch, n_q, n_k, d, dtype=dtype, contiguous=contiguous)
-    was = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
-    try:
+    with deterministic_algorithms():
         check_against_reference(flash_attention_cuda, q, k, v, is_causal, TOL[dtype], logsumexp=logsumexp)
         do = torch.randn_like(q)
         runs = [torch.autograd.grad(flash_attention_cuda(q, k, v, is_causal), (q, k, v), do) for _ in range(3)]
-    finally:
-        torch.use_deterministic_algorithms(was)
     for run in runs[1:]:
         assert all(torch.equal(a, b) for a, b in zip(run, runs[0]))
 

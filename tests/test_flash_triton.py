@@ -580,8 +580,7 @@ def test_gpu_launches_are_remembered_per_layout(monkeypatch):
     for layout in layouts:
         with contextlib.ExitStack() as stack:
             if layout == "deterministic":
-                stack.callback(torch.use_deterministic_algorithms, False)
-                torch.use_deterministic_algorithms(True)
+                stack.enter_context(deterministic_algorithms())
             for call in range(3):
                 jit_calls.clear()
                 q, k, v = make_qkv((2, 3), 203, 203, 64, dtype=torch.bfloat16, contiguous=layout != "strided")
