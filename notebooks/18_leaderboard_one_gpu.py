@@ -47,19 +47,19 @@ profile = provenance.resolve_profile(profile)
 ours, plain = lb.Recipe(), lb.PLAIN
 if profile == "full":
     cfg, dtype, head_tokens, adamw_params = LEADERBOARD_2026, torch.bfloat16, 65_536, 10**9
-    depths, ablation_layers, rep = [2, 4, 8, 12, 16], 2, dict(rep=3000, warmup=1000)
+    depths, ablation_layers, kernel_layers, rep = [2, 4, 8, 12, 16], 2, 4, dict(rep=3000, warmup=1000)
     chunk_mib = [128, 256, 320, 512, 1024]
     ours = replace(ours, attention=lb.our_attention(cfg, torch.device("cuda"), dtype))
 else:  # the same code at a toy size, in fp32 (Triton's CPU interpreter has no bf16)
     cfg = replace(LEADERBOARD_2026, vocab_size=512, context_length=64, d_model=64, d_ff=96, num_layers=2, num_heads=4)
-    dtype, head_tokens, adamw_params, depths, ablation_layers = torch.float32, 128, 50_000, [1], 1
+    dtype, head_tokens, adamw_params, depths, ablation_layers, kernel_layers = torch.float32, 128, 50_000, [1], 1, 1
     chunk_mib = [1]
     rep = dict(rep=1, warmup=1)
     ours, plain = replace(ours, compiled=False), replace(plain, attention="sdpa", compiled=False)
 gpu = H200 if "H200" in provenance.stamp()["gpu"] else H100
 report.glue_all("lb", {"context": cfg.context_length, "vocab": cfg.vocab_size,
                        "layers": cfg.num_layers, "head_tokens": head_tokens, "peak_tflops": gpu.peak_flops["bf16"] / 1e12,
-                       "ablation_layers": ablation_layers})
+                       "ablation_layers": ablation_layers, "kernel_layers": kernel_layers})
 
 # %% [markdown]
 # ## What the step is
@@ -208,6 +208,24 @@ figures.lines(steps[steps.status == "ok"], "layers", "ms", "recipe", "the step a
 
 # %% [markdown]
 # {glue:text}`lb_deep_words`
+#
+# ## Where the step's time goes
+#
+# The step of each recipe at {glue:text}`lb_kernel_layers` blocks once more, under `torch.profiler`: every kernel
+# the GPU ran in two steps after three of warm-up, grouped by what it does (`systems.bench.kernel_groups`; the
+# command `python -m systems.bench.leaderboard_2026 kernels` prints the same), in milliseconds a step and as a share
+# of the step's kernel time. The kernels the compiler fused are the norms, SwiGLU, the rotary embedding and the
+# casts; plain PyTorch's loss is among them.
+
+# %% tags=["nbval-ignore-output"]
+kernels = measured(data_dir, "step_kernels", lb.step_kernels, kernel_layers, [ours, plain], cfg=cfg, dtype=dtype)
+report.table(words.kernel_group_table(kernels, ours.label, plain.label), ".3g")
+report.glue("lb_kernel_words", words.kernel_words(kernels, steps, ours.label, plain.label))
+
+# %% [markdown]
+# {glue:text}`lb_kernel_words` Both recipes run their matmuls through cuBLAS, so a faster step at the deepest depth
+# has to come from the attention, or from recomputing less, which takes memory that depth has little of: every block
+# keeps its input and its attention's output already.
 #
 # ## Each technique on and off
 #

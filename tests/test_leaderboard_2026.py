@@ -22,6 +22,7 @@ import torch
 from systems import resumable
 from systems.bench import leaderboard_2026 as parts
 from systems.bench import leaderboard_step as whole
+from systems.bench.kernel_groups import group_times, kernel_group
 from systems.memory.checkpointing import kept_attention_bytes, kept_groups_that_fit
 from systems.model import LEADERBOARD_2026
 from systems.recompute import check_stored_groups
@@ -434,3 +435,71 @@ def test_the_cold_start_words_hold_the_run_to_the_handouts_ten_minutes():
         "It took 412 s from start to end, within the handout's 10 minutes, and timed the step at 5321.7 ms.")
     assert "over the handout's 10 minutes" in words.cold_start_words({"status": "ok", "wall_s": 600.2, "ms": 1.0})
     assert words.cold_start_words({"status": "OOM"}) == "The run from empty caches did not finish here (OOM)."
+
+
+def test_the_step_kernels_are_grouped_by_what_they_do_and_a_recipe_that_does_not_fit_says_so():
+    recipes = [replace(parts.Recipe(), compiled=False), replace(parts.PLAIN, attention="sdpa", compiled=False)]
+    kernels = parts.step_kernels(1, recipes, cfg=TINY, dtype=torch.float32, steps=1, warmup=1)
+    assert kernels.recipe.unique().tolist() == [r.label for r in recipes] and (kernels.status == "ok").all()
+    assert (kernels.ms > 0).all() and (kernels.calls > 0).all() and kernels.layers.eq(1).all()
+    # on a CPU the operators stand in for the kernels: the projections are matmuls in both recipes, and each
+    # attention's operators are attention
+    for label, its in kernels.groupby("recipe"):
+        assert {"matmuls", "attention"} <= set(its.group), (label, its.kernel.tolist())
+    shares = group_times(kernels)
+    assert shares.groupby("recipe").share.sum().to_numpy() == pytest.approx([1.0, 1.0])
+    assert shares.ms.sum() == pytest.approx(kernels.ms.sum())
+    huge = replace(TINY, vocab_size=2**40)  # a weight of 2^46 values: no machine allocates it
+    missing = parts.step_kernels(1, recipes[:1], cfg=huge, dtype=torch.float32)
+    assert missing.status.tolist() == ["OOM"] and missing.recipe.tolist() == [recipes[0].label]
+
+
+@pytest.mark.parametrize("name, group", [  # names from the leaderboard's step on an H200 (book/log.md, 2026-11-29)
+    ("void systems_flash_hopper::hopper_fwd_kernel<__nv_bfloat16, 128, 3, 2, true, true>(CUtensorMap_st)", "attention"),
+    ("void systems_flash_cuda::delta_kernel<__nv_bfloat16, 128>(systems_flash_cuda::Problem)", "attention"),
+    ("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x128_1x4x1_cga1x1x1_kernel0_0",
+     "attention"),
+    ("void cudnn::fusion::convert_dq_to_16bits<true>(void const*, void*)", "attention"),
+    ("nvjet_sm90_tst_192x192_64x4_2x1_v_bz_coopB_TNN", "matmuls"),
+    ("triton_poi_fused__unsafe_view_add_hopper_attention_backward_mul_slice_stack_sub_transpose_view_6",
+     "fused by the compiler"),
+    ("triton_red_fused__log_softmax__to_copy__unsafe_view_nll_loss_forward_sub_view_8", "fused by the compiler"),
+    ("_loss_and_grad_kernel", "loss"),
+    ("_adamw_kernel", "optimizer"),
+    ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<TensorListMetadata<4>>()", "optimizer"),
+    ("Memset (Device)", "other"),
+    ("aten::mm", "matmuls"),
+])
+def test_kernel_names_fall_in_the_group_of_what_they_do(name, group):
+    assert kernel_group(name) == group
+
+
+def test_the_kernel_words_give_the_shares_and_what_the_mfu_mark_asks_of_each_block():
+    from systems.chapters import leaderboard as words
+
+    ours, plain = "ours", "plain"
+    rows = [(ours, "nvjet_a", "matmuls", 600.0), (ours, "hopper_fwd", "attention", 120.0),
+            (ours, "hopper_bwd", "attention", 360.0), (ours, "triton_poi_x", "fused by the compiler", 120.0),
+            (plain, "nvjet_a", "matmuls", 600.0), (plain, "cudnn_fprop", "attention", 250.0),
+            (plain, "cudnn_bprop", "attention", 360.0), (plain, "_adamw", "optimizer", 40.0)]
+    kernels = pd.DataFrame([{"recipe": r, "kernel": k, "group": g, "ms": ms, "calls": 1.0, "status": "ok",
+                             "layers": 4} for r, k, g, ms in rows])
+    steps = pd.DataFrame([{"recipe": ours, "layers": 8, "status": "ok", "ms": 3000.0, "mfu": 0.50},
+                          {"recipe": ours, "layers": 16, "status": "ok", "ms": 4800.0, "mfu": 0.52},
+                          {"recipe": ours, "layers": 20, "status": "OOM", "ms": math.nan, "mfu": math.nan}])
+    said = words.kernel_words(kernels, steps, ours, plain)
+    assert said.startswith("At 4 blocks the matmuls take 50% of our step's kernel time and the attention 40%; in "
+                           "plain PyTorch's step 48% and 49%.")
+    assert "the attention costs our step 120 ms a block and plain PyTorch's 152.5," in said
+    # 4800 ms at 52 % is 4538 ms at 55 %: 262 ms less in 16 blocks, 16.4 a block, 14 % of 120
+    assert said.endswith("At 16 blocks, the deepest it ran, our step reached 52.0% MFU; 55% would need 16.4 ms less "
+                         "a block, 14% of what its attention takes a block here.")
+    table = words.kernel_group_table(kernels, ours, plain)
+    assert table.group.tolist()[0] == "matmuls" and table["ours, percent"].sum() == pytest.approx(100.0)
+    assert table.loc[table.group == "optimizer", "ours, ms"].item() == 0.0
+    missing = pd.concat([kernels[kernels.recipe == ours], pd.DataFrame([{"recipe": plain, "status": "OOM"}])])
+    assert words.kernel_words(missing, steps, ours, plain) == "Plain PyTorch's step did not run under the profiler (OOM)."
+    neither = pd.DataFrame([{"recipe": r, "status": "OOM"} for r in (ours, plain)])
+    assert words.kernel_words(neither, steps, ours, plain) == ("Our step did not run under the profiler (OOM); plain "
+                                                               "PyTorch's step did not run under the profiler (OOM).")
+    assert words.kernel_group_table(neither, ours, plain).empty

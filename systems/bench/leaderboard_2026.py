@@ -17,7 +17,8 @@ back end refuses "unsupported", and no numbers.
 * :func:`model_step`: the model with a number of its blocks, timed as the handout times the whole step (zero the
   gradients, forward and loss, backward, optimizer step), each technique of the step switchable; where keeping
   attention's output in every block does not fit, it keeps it in as many as fit
-  (:func:`~systems.memory.checkpointing.kept_groups_that_fit`); :func:`step_at` one depth and recipe of it.
+  (:func:`~systems.memory.checkpointing.kept_groups_that_fit`); :func:`step_at` one depth and recipe of it;
+* :func:`step_kernels`: where the step's time goes, kernel by kernel and group by group (matmuls, attention, ...).
 
 Times are ``triton.testing.do_bench`` means, as the handout's harness takes them (:func:`~systems.bench.timing.handout_ms`).
 FLOPs are :func:`systems.flops.step_flops`'s: causal attention's visible half, its backward 2.5× its forward.
@@ -26,6 +27,7 @@ chapter 18 does.
 
     python -m systems.bench.leaderboard_2026 head --tokens 65536
     python -m systems.bench.leaderboard_2026 model --layers 4 --attention sdpa_cudnn flash_triton
+    python -m systems.bench.leaderboard_2026 kernels --layers 4 --attention flash_hopper --recompute keep_attention
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ import torch
 from tqdm.auto import tqdm
 
 from systems.attention import available
-from systems.bench.points import GIB, Step, achieved, measure
+from systems.bench.kernel_groups import group_times, kernels_of
+from systems.bench.points import GIB, Step, achieved, measure, surviving
 # The chapters read the recipes from here, beside what measures them.
 from systems.bench.recipe import (PLAIN, Recipe, ablation_recipes, adamw_for, build_model,  # noqa: F401
                                   our_attention, our_kernels_unavailable)
@@ -272,6 +275,22 @@ def step_at(point: tuple[int, Recipe], earlier: pd.DataFrame, batch: int = 2, cf
     return pd.DataFrame(rows[first:])
 
 
+def step_kernels(layers: int, recipes: Iterable[Recipe] = (Recipe(), PLAIN), batch: int = 2,
+                 cfg: ModelConfig = LEADERBOARD_2026, dtype: torch.dtype = torch.bfloat16, steps: int = 2,
+                 warmup: int = 3) -> pd.DataFrame:
+    """Where the step's time goes: per recipe, the kernels of the step of the model with ``layers`` blocks
+    (:func:`~systems.bench.kernel_groups.kernels_of`), with ``recipe`` and ``status``; a recipe that does not fit
+    is one row of its status ("OOM")."""
+    reduced = replace(cfg, num_layers=layers)
+    frames = []
+    for recipe in tqdm(list(recipes), desc="step kernels"):
+        kernels = surviving(lambda: _model(reduced, recipe, batch, dtype),
+                            lambda step: kernels_of(step, steps, warmup).assign(status="ok"),
+                            lambda why: pd.DataFrame([{"status": why}]))
+        frames.append(kernels.assign(recipe=recipe.label, layers=layers))
+    return pd.concat(frames, ignore_index=True)
+
+
 def _fewer_kept(rows: pd.DataFrame, recipe: Recipe, failed: Recipe, cfg: ModelConfig, batch: int,
                 dtype: torch.dtype, capacity_gib: float) -> Recipe | None:
     """The next try after ``failed`` ran out of memory: the prediction after every block kept it (less the stored
@@ -291,10 +310,10 @@ def _fewer_kept(rows: pd.DataFrame, recipe: Recipe, failed: Recipe, cfg: ModelCo
 def main(argv: list[str] | None = None) -> pd.DataFrame:
     p = argparse.ArgumentParser(prog="python -m systems.bench.leaderboard_2026", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("part", choices=("head", "chunks", "adamw", "block", "model"))
+    p.add_argument("part", choices=("head", "chunks", "adamw", "block", "model", "kernels"))
     p.add_argument("--tokens", type=integer(1), default=2 * LEADERBOARD_2026.context_length)
     p.add_argument("--params", type=integer(1), default=10**9)
-    p.add_argument("--layers", type=integer(1), nargs="+", default=[2])
+    p.add_argument("--layers", type=integer(1), nargs="+", default=[2], help="model: the depths; kernels: the first")
     p.add_argument("--attention", nargs="+", default=["sdpa_cudnn", "flash_triton"], choices=available())
     p.add_argument("--recompute", choices=RECOMPUTE, default="all", help="model: how our recipes "
                    "recompute each block (plain PyTorch's recomputes each whole)")
@@ -326,7 +345,11 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     else:
         recipes = [replace(ours, attention=att, stored_groups=a.stored_blocks) for att in a.attention]
         recipes.append(replace(PLAIN, stored_groups=a.stored_blocks))
-        df = model_step(a.layers, recipes, rep=a.rep, warmup=warmup)
+        if a.part == "kernels":  # at the first depth given; a recipe that did not run says why
+            kernels = step_kernels(a.layers[0], recipes)
+            df = pd.concat([group_times(kernels), kernels.loc[kernels.status != "ok", ["recipe", "status"]]])
+        else:
+            df = model_step(a.layers, recipes, rep=a.rep, warmup=warmup)
     print(df.to_string(index=False))
     return df
 

@@ -31,24 +31,37 @@ def measure(make: Callable[[], Step], *, rep: int, warmup: int) -> dict[str, Any
     """``make()``'s step timed and its memory read: {"status": "ok", "ms", "extra_gib", "peak_gib",
     "reserved_gib"}, or the status saying why not ("OOM", "unsupported") with NaN values. Everything the step holds
     is freed before the next point."""
-    step = None
-    # a fresh compile per point: a sweep's later points would otherwise pass Dynamo's recompile limit for the same
-    # code (the model's forward at another depth or recipe) and run eagerly, silently
-    torch._dynamo.reset()
     on_gpu = torch.cuda.is_available()
-    if on_gpu:
-        torch.cuda.reset_peak_memory_stats()
-    try:
-        step = make()
+
+    def timed(step: Step) -> dict[str, Any]:
         ms = handout_ms(step.run, rep=rep, warmup=warmup)
         reserved = torch.cuda.max_memory_reserved() / GIB if on_gpu else math.nan
         extra, peak = _extra_and_peak_bytes(step) if on_gpu else (math.nan, math.nan)
         return {"status": "ok", "ms": ms, "extra_gib": extra / GIB, "peak_gib": peak / GIB, "reserved_gib": reserved}
+
+    def failed(why: str) -> dict[str, Any]:
+        return {"status": why, "ms": math.nan, "extra_gib": math.nan, "peak_gib": math.nan, "reserved_gib": math.nan}
+
+    return surviving(make, timed, failed)
+
+
+def surviving(make: Callable[[], Step], work: Callable[[Step], Any], failed: Callable[[str], Any]) -> Any:
+    """``work(make())``, or ``failed(status)`` where making or working ran out of memory ("OOM") or a back end
+    refused ("unsupported"); any other error is raised. Compiled anew, and everything the step holds freed after."""
+    step = None
+    # a fresh compile per point: a sweep's later points would otherwise pass Dynamo's recompile limit for the same
+    # code (the model's forward at another depth or recipe) and run eagerly, silently
+    torch._dynamo.reset()
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    try:
+        step = make()
+        return work(step)
     except RuntimeError as exc:
         why = OOM if is_oom(exc) else UNSUPPORTED if refused(exc) else None
         if why is None:
             raise
-        return {"status": why, "ms": math.nan, "extra_gib": math.nan, "peak_gib": math.nan, "reserved_gib": math.nan}
+        return failed(why)
     finally:
         del step
         free_memory()

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from systems.bench.kernel_groups import group_times
 from systems.device import OOM
 from systems.flops import step_flops
 from systems.model import ModelConfig, parameter_count
@@ -218,6 +219,50 @@ def deepest(steps: pd.DataFrame, ours: str, plain: str) -> str:
     if has(mine, "extra_gib") and has(theirs, "extra_gib"):
         said += f", with {mine.extra_gib:.4g} GiB above what existed before the step against {theirs.extra_gib:.4g} GiB"
     return said + "."
+
+
+def kernel_group_table(kernels: pd.DataFrame, ours: str, plain: str) -> pd.DataFrame:
+    """Per group of kernels, the two recipes' ms a step and percent of the step's kernel time, the larger first."""
+    ms = group_times(kernels)
+    if not len(ms):
+        return pd.DataFrame(columns=["group"])
+    table = ms.assign(percent=100 * ms.share).pivot(index="group", columns="recipe", values=["ms", "percent"])
+    table = table.fillna(0.0)
+    columns = {(q, r): f"{who}, {q}" for r, who in ((ours, "ours"), (plain, "plain")) for q in ("ms", "percent")}
+    table = table[[c for c in columns if c in table.columns]]
+    table.columns = [columns[c] for c in table.columns]
+    return table.sort_values(table.columns[0], ascending=False).reset_index()
+
+
+def kernel_words(kernels: pd.DataFrame, steps: pd.DataFrame, ours: str, plain: str, mfu_mark: float = 0.55) -> str:
+    """What the kernels say of the two steps (the matmuls' and the attention's shares, the attention a block), and
+    what ``mfu_mark`` would ask of our deepest step that ran, a block at a time and against its attention's time."""
+    ran = kernels[kernels.status == "ok"]
+    missing = [f"{who} did not run under the profiler ({row.status})" for who, recipe in
+               (("our step", ours), ("plain PyTorch's step", plain))
+               if (row := row_where(kernels, recipe=recipe)) is not None and row.status != "ok"]
+    if missing or ran.recipe.nunique() < 2:
+        said = "; ".join(missing or ["the profile did not run for both recipes here"])
+        return said[0].upper() + said[1:] + "."
+    n = int(ran.layers.iloc[0])
+    by = group_times(ran).set_index(["recipe", "group"])
+    ms = lambda recipe, group: by.ms.get((recipe, group), 0.0)  # noqa: E731
+    share = lambda recipe, group: by.share.get((recipe, group), 0.0)  # noqa: E731
+    said = (f"At {n} block{'' if n == 1 else 's'} the matmuls take {share(ours, 'matmuls'):.0%} of our step's kernel "
+            f"time and the attention {share(ours, 'attention'):.0%}; in plain PyTorch's step {share(plain, 'matmuls'):.0%} "
+            f"and {share(plain, 'attention'):.0%}. The matmuls are the same kernels in both ({ms(ours, 'matmuls'):.4g} and "
+            f"{ms(plain, 'matmuls'):.4g} ms a step); the attention costs our step {ms(ours, 'attention') / n:.4g} ms a "
+            f"block and plain PyTorch's {ms(plain, 'attention') / n:.4g}, whose recomputation runs its forward again.")
+    deepest_ours = steps[(steps.recipe == ours) & (steps.status == "ok")].sort_values("layers")
+    if not len(deepest_ours) or not has(deepest_ours.iloc[-1], "mfu"):
+        return said
+    last = deepest_ours.iloc[-1]
+    if last.mfu >= mfu_mark:
+        return said + f" At {int(last.layers)} blocks, the deepest it ran, our step reached {last.mfu:.1%} MFU."
+    less = (last.ms - last.ms * last.mfu / mfu_mark) / last.layers
+    return said + (f" At {int(last.layers)} blocks, the deepest it ran, our step reached {last.mfu:.1%} MFU; "
+                   f"{mfu_mark:.0%} would need {less:.3g} ms less a block, {less / (ms(ours, 'attention') / n):.0%} "
+                   f"of what its attention takes a block here.")
 
 
 def ablation_table(steps: pd.DataFrame, full: str, memory: str) -> pd.DataFrame:
