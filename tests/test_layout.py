@@ -16,6 +16,7 @@ PACKAGE = pipeline.ROOT / "systems"
 LAYERS = [
     ("systems.device", 0), ("systems.provenance", 0), ("systems.nvtx", 0), ("systems.cli", 0),
     ("systems.hardware", 0), ("systems.files", 0), ("systems.interrupts", 0), ("systems.staging", 0), ("systems.triton_interpreter", 0),
+    ("systems.kernel_names", 0),
     ("systems.same_code", 1),
     ("systems.attention", 1), ("systems.fused", 1), ("systems.recompute", 1), ("systems.model", 2), ("systems.flops", 2), ("systems.data", 1), ("systems.dist", 1),
     ("systems.precision", 1), ("systems.checkpoint", 1),

@@ -22,8 +22,9 @@ import torch
 from systems import resumable
 from systems.bench import leaderboard_2026 as parts
 from systems.bench import leaderboard_step as whole
-from systems.bench.kernel_groups import group_times, kernel_group
+from systems.bench.kernel_groups import group_times
 from systems.memory.checkpointing import kept_attention_bytes, kept_groups_that_fit
+from systems.kernel_names import kernel_group
 from systems.model import LEADERBOARD_2026
 from systems.recompute import check_stored_groups
 

@@ -1,10 +1,9 @@
 """Where a step's time goes: every kernel a step launches, timed by ``torch.profiler``, and grouped by what it does
-(the matmuls, the attention, the kernels the compiler fused, the loss, the optimizer), as chapter 18 takes the
-leaderboard's step apart. On a machine without a GPU the operators' own CPU times stand in for the kernels'."""
+(:func:`systems.kernel_names.kernel_group`: the matmuls, the attention, the kernels the compiler fused, the loss,
+the optimizer), as chapter 18 takes the leaderboard's step apart. On a machine without a GPU the operators' own CPU
+times stand in for the kernels'."""
 
 from __future__ import annotations
-
-import re
 
 import pandas as pd
 import torch
@@ -12,22 +11,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from systems.bench.points import Step
 from systems.device import synchronize
-
-# Tried in order on the lower-case name; the first match names the group. Inductor's kernels come first: some are
-# named after the attention whose layout changes they fuse.
-KERNEL_GROUPS: list[tuple[str, str]] = [
-    ("fused by the compiler", r"^triton_"),
-    ("attention", r"flash|fmha|sdpa|attn|attention|cudnn"),
-    ("matmuls", r"gemm|cutlass|xmma|nvjet|cublas|^aten::(mm|addmm|bmm|baddbmm)$"),
-    ("loss", r"loss|cross_entropy|nll"),
-    ("optimizer", r"adam|multi_tensor_apply|foreach"),
-]
-
-
-def kernel_group(name: str) -> str:
-    """The group of :data:`KERNEL_GROUPS` a kernel's (or, on a CPU, an operator's) name falls in, else "other"."""
-    lower = name.lower()
-    return next((group for group, pattern in KERNEL_GROUPS if re.search(pattern, lower)), "other")
+from systems.kernel_names import kernel_group
 
 
 def kernels_of(step: Step, steps: int = 2, warmup: int = 3) -> pd.DataFrame:

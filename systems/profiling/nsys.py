@@ -31,14 +31,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from systems.kernel_names import MATMUL_KERNELS, OPTIMIZER_KERNELS
+
 # NVTX push/pop and start/end ranges (torch.cuda.nvtx.range uses push/pop) in NVTX_EVENTS.eventType
 NVTX_RANGE_TYPES = (59, 60)
 CAPTURE_ARGS = ["-t", "cuda,nvtx", "-s", "none", "--cpuctxsw=none"]
 
 # Kernel name patterns, lower case, tried in order: the first match names the category.
 CATEGORIES: list[tuple[str, str]] = [
-    ("optimizer", r"multi_tensor_apply|adam|_foreach"),
-    ("matmul", r"gemm|cutlass|xmma|nvjet|wgmma|cublas|ampere_|sm80_|sm90_|sm100_|splitk|matmul"),
+    ("optimizer", OPTIMIZER_KERNELS),
+    ("matmul", MATMUL_KERNELS),
     ("softmax", r"softmax"),
     ("reduction", r"reduce|norm|nll_loss|cross_entropy|sum_kernel|mean"),
     ("elementwise", r"elementwise|vectorized|unrolled|pointwise|index|copy|fill|cat|where|masked|triu|tril"),
