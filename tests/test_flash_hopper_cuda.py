@@ -3,7 +3,7 @@ flash_hopper), with the Triton kernels' backward behind the same C++ autograd no
 Hopper (one pass; two under deterministic algorithms), on its own.
 
 On any machine with nvcc: every kernel instantiation compiled for sm_90a without spilling and without ptxas
-serialising the asynchronous products, and the backward's tile loops moving nothing into uniform registers; the
+serialising the asynchronous products, and the tile loops moving nothing into uniform registers; the
 reasons the name gives where it cannot run. On an sm_90 GPU: every output
 against the float64 oracle at the held-out kinds of shapes the other kernels are tested at, for each variant of the
 ablation, and the backward's gradients; PyTorch's checks of the ops; torch.compile with lengths that change; a model against naive attention; the
@@ -42,9 +42,16 @@ def ptxas_report(source: str, tmp_path) -> str:
     return run.stderr
 
 
+@pytest.fixture(scope="module")
+def forward_build(tmp_path_factory):
+    """The forward compiled once for sm_90a: ptxas's report, and the object it wrote (its SASS for cuobjdump)."""
+    out = tmp_path_factory.mktemp("forward")
+    return ptxas_report("flash_hopper_forward.cu", out), out / "kernel.o"
+
+
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit) to compile the kernel")
-def test_kernels_compile_for_sm90a_without_spilling_or_serialising(tmp_path):
-    report = ptxas_report("flash_hopper_forward.cu", tmp_path)
+def test_kernels_compile_for_sm90a_without_spilling_or_serialising(forward_build):
+    report, _ = forward_build
     entries = re.findall(r"Compiling entry function '(\w+)'", report)
     # 2 dtypes x (2 consumer counts at head dim 64, 1 at 128) x 2 ring depths x causal or not x ping-pong or not
     assert len(entries) == 48, entries
@@ -81,7 +88,8 @@ def test_backward_kernels_compile_for_sm90a(backward_build):
 
 def innermost_product_loops(kernel: str) -> list[list[str]]:
     """The instructions of each loop in ``kernel`` (one function of cuobjdump's SASS listing) that holds wgmma
-    products and no other loop that does."""
+    products and no other loop that does (the loop over key or query tiles; the forward's loop over query tiles too,
+    where the compiler gave a query tile of one key tile a path of its own)."""
     lines = [(int(m.group(1), 16), m.group(2)) for m in
              (re.match(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", line) for line in kernel.splitlines()) if m]
     index = {address: i for i, (address, _) in enumerate(lines)}
@@ -96,17 +104,20 @@ def innermost_product_loops(kernel: str) -> list[list[str]]:
 
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit) to compile the kernels")
-def test_backward_tile_loops_move_nothing_into_uniform_registers(backward_build):
+@pytest.mark.parametrize("build, name, count", [("forward_build", "hopper_fwd_kernel", 48),
+                                                ("backward_build", "dkdv_kernel", 16)])
+def test_tile_loops_move_nothing_into_uniform_registers(build, name, count, request):
     # each consumer's index reaches the compiler as the same in every lane of a warp (warp_uniform): computed per
     # lane, the tile loop built the wgmma descriptors in each lane's registers and moved them to the uniform ones
-    # (R2UR) every tile, and was the slower for it (book/log.md, 2026-11-28)
-    _, kernel_object = backward_build
+    # (R2UR) every tile, and was the slower for it (book/log.md, 2026-11-28 and 2026-11-29)
+    _, kernel_object = request.getfixturevalue(build)
     sass = subprocess.run([triton.knobs.nvidia.cuobjdump.path, "-sass", str(kernel_object)], capture_output=True,
                           text=True, check=True).stdout
-    kernels = [f for f in re.split(r"\n\s+Function : ", sass)[1:] if "dkdv_kernel" in f.split("\n", 1)[0]]
-    assert len(kernels) == BACKWARD_KERNELS["hopper_bwd_dkdv_kernel"]
+    kernels = [f for f in re.split(r"\n\s+Function : ", sass)[1:] if name in f.split("\n", 1)[0]]
+    assert len(kernels) == count
     for kernel in kernels:
-        tile_loop = min(innermost_product_loops(kernel), key=len)
+        tile_loop = min((loop for loop in innermost_product_loops(kernel) if any("MUFU.EX2" in t for t in loop)),
+                        key=len)
         moves = [text for text in tile_loop if re.match(r"(@!?\w+\s+)?R2UR\b", text)]
         assert not moves, (kernel.split("\n", 1)[0], moves)
 
@@ -155,7 +166,8 @@ def logsumexp(q, k, v, is_causal):
 
 # the shapes every GPU kernel is held to, and beside them: one query against many keys, whole tiles only, a long pair
 # at both head dims (several trips round the ring of stages), batch x heads past the grid's first dimension, and
-# a dozen key blocks to each multiprocessor of the one pass's persistent grid, at both head dims
+# a dozen key blocks to each multiprocessor of the one pass's persistent grid, at both head dims (and several query
+# tiles to each of the forward's, some of one key tile, so its ring goes on from tile to tile at every length)
 CASES = GPU_CASES + [((2,), 1, 257, 128, torch.float16, True), ((1, 2), 256, 256, 64, torch.float16, True),
                      ((1, 2), 2048, 2048, 128, torch.bfloat16, True), ((1, 2), 1500, 1700, 64, torch.bfloat16, True),
                      ((8, 64), 65, 65, 64, torch.bfloat16, True), ((1, 2), 4100, 4500, 128, torch.float16, False),
@@ -283,9 +295,10 @@ def test_gpu_the_attention_takes_the_faster_backward_for_the_shape(d, shape, cau
 
 @pytest.mark.gpu
 @HOPPER
-@pytest.mark.parametrize("d, n, causal, which", [(128, 1024, True, "hopper"), (64, 16384, True, "hopper"),
-                                                 (64, 8192, False, "hopper"), (64, 8192, True, "hopper"),
-                                                 (64, 4096, True, "triton"), (64, 4096, False, "triton")])
+@pytest.mark.parametrize("d, n, causal, which", [(128, 1024, True, "hopper"), (128, 1024, False, "hopper"),
+                                                 (64, 16384, True, "hopper"), (64, 8192, True, "hopper"),
+                                                 (64, 8192, False, "triton"), (64, 4096, True, "triton"),
+                                                 (64, 4096, False, "triton")])
 def test_gpu_the_attention_takes_the_faster_forward_for_the_shape(d, n, causal, which):
     # flash_hopper's forward is, bit for bit, the one chosen for the shape, its O laid out (B, N, H, d) either way
     q, k, v = (torch.randn(1, 2, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))

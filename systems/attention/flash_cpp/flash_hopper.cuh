@@ -31,6 +31,11 @@ using systems_flash_cuda::shared_address;
 constexpr int TILE_COLUMNS = 64;  // one 128-byte swizzle row of 16-bit elements
 constexpr int PRODUCER_REGISTERS = 24;
 
+// The work items a block has been named and its warps have not yet all read: the one they work on and the next. A
+// block's shared memory holds `turns[ITEM_SLOTS]` (each with its `item` number first; from the item count on, none is
+// left), `item_full` (the producer thread's arrival) and `item_empty` (lane 0 of each warp that reads the turn).
+constexpr int ITEM_SLOTS = 2;
+
 template <typename T>
 constexpr bool IS_BF16 = std::is_same_v<T, __nv_bfloat16>;
 
@@ -194,6 +199,43 @@ __device__ __forceinline__ void bulk_wait_read() {
 // Waits until this thread's bulk groups are done, their writes to global memory too.
 __device__ __forceinline__ void bulk_wait_done() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
+// ---- a persistent block's work, named by its producer thread to the other warps ----
+
+// A value of shared memory read afresh where it is used, not kept in a register across the loops between.
+template <typename V>
+__device__ __forceinline__ V fresh(const V& x) {
+  return *static_cast<const volatile V*>(&x);
+}
+
+// What lane 0 of a whole warp holds, which the compiler then knows every lane holds: what is computed from it stays
+// in the uniform registers, where wgmma's descriptors and the barriers' addresses are wanted (computed per lane and
+// moved there each tile, they slowed the consumers' loop: book/log.md, 2026-11-28).
+__device__ __forceinline__ int warp_uniform(int x) { return __shfl_sync(0xffffffff, x, 0); }
+
+// The producer thread names the block's j-th item in a slot the warps are done with (a release: the turn is seen by
+// whoever waits for the phase).
+template <typename Shared, typename Turn>
+__device__ __forceinline__ void name_turn(Shared& sh, int j, const Turn& turn) {
+  const int slot = j % ITEM_SLOTS;
+  if (j >= ITEM_SLOTS) barrier_wait(&sh.item_empty[slot], (j / ITEM_SLOTS - 1) & 1);
+  sh.turns[slot] = turn;
+  barrier_arrive(&sh.item_full[slot]);
+}
+
+// The block's j-th item as the producer named it, or nullptr when none is left (of `count`).
+template <typename Shared>
+__device__ __forceinline__ const auto* named_turn(Shared& sh, int j, int count) {
+  barrier_wait(&sh.item_full[j % ITEM_SLOTS], (j / ITEM_SLOTS) & 1);
+  const auto& turn = sh.turns[j % ITEM_SLOTS];
+  return fresh(turn.item) < count ? &turn : nullptr;
+}
+
+// Lane 0 of a warp done reading its j-th turn: the producer may name another in its slot.
+template <typename Shared>
+__device__ __forceinline__ void release_turn(Shared& sh, int j) {
+  if (threadIdx.x % 32 == 0) barrier_arrive(&sh.item_empty[j % ITEM_SLOTS]);
+}
+
 // Named barrier 1 + c: consumer c's turn at the tensor cores (PINGPONG), given by the consumer before it in turn.
 __device__ __forceinline__ void wait_turn(int consumer) {
   asm volatile("bar.sync %0, 256;\n" ::"r"(1 + consumer) : "memory");
@@ -263,6 +305,14 @@ __device__ __forceinline__ void to_operand(uint32_t (&p)[KEYS / 16][4], const fl
   }
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+// The current device's multiprocessors: a persistent grid's blocks, one on each.
+inline int multiprocessors() {
+  int device = 0, count = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+  return count;
+}
 
 // cuTensorMapEncodeTiled, from the driver through the runtime (no link against libcuda)
 using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,

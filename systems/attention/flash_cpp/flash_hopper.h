@@ -24,10 +24,11 @@ inline bool valid(const Variant& variant, int head_dim) {
 inline Variant fastest(int head_dim) { return {3, true, head_dim == 64 ? 3 : 2}; }
 
 // O and the log-sum-exp L (fp32, (B, H, Nq) contiguous, natural log) from Q, K, V, whose rows the copy engine reads
-// (16-byte aligned data and strides). Returns the launch's error.
+// (16-byte aligned data and strides); next_item is an int of scratch (the persistent grid's counter, zeroed on the
+// stream before the kernel). Returns the launch's error.
 cudaError_t forward(const systems_flash_cuda::Problem& problem, systems_flash_cuda::Rows q, systems_flash_cuda::Rows k,
-                    systems_flash_cuda::Rows v, systems_flash_cuda::Rows o, float* L, cudaStream_t stream,
-                    const Variant& variant);
+                    systems_flash_cuda::Rows v, systems_flash_cuda::Rows o, float* L, int* next_item,
+                    cudaStream_t stream, const Variant& variant);
 
 // The keys a block of the backward's dK/dV kernel owns (two consumers of 64): what hopper_backward_is_faster
 // counts the grid in.

@@ -37,9 +37,6 @@ constexpr int THREADS = 384, CONSUMER_REGISTERS = 240;
 constexpr int TILE_HALF = ROWS * TILE_COLUMNS * 2;         // a (64, 64) tile: 8 KiB
 constexpr int BLOCK_HALF = BLOCK_ROWS * TILE_COLUMNS * 2;  // a (128, 64) tile: 16 KiB
 
-// The key blocks a dK/dV block has been given and not yet finished: the one it works on and the next.
-constexpr int ITEM_SLOTS = 2;
-
 // A key block of the dK/dV pass as a block takes it: its number (from key_block_count on: none left), the query tiles
 // the block walked before it (where its tiles start in the ring), its first key, head and batch, and the query tiles
 // that see its keys.
@@ -171,17 +168,6 @@ __device__ __forceinline__ void produce(BackwardShared<HEAD_DIM, STAGES>& sh, co
   }
 }
 
-// A value of shared memory read afresh where it is used, not kept in a register across the loops between.
-template <typename V>
-__device__ __forceinline__ V fresh(const V& x) {
-  return *static_cast<const volatile V*>(&x);
-}
-
-// What lane 0 of a whole warp holds, which the compiler then knows every lane holds: what is computed from it stays
-// in the uniform registers, where wgmma's descriptors and the barriers' addresses are wanted (computed per lane and
-// moved there each tile, they slowed the consumers' loop: book/log.md, 2026-11-28).
-__device__ __forceinline__ int warp_uniform(int x) { return __shfl_sync(0xffffffff, x, 0); }
-
 // Key block kb's query tiles as the ring counts them, first to end - 1, tile r holding the queries from
 // (shift + r) 64: read from shared memory and made warp-uniform, for the loops that walk them.
 struct RingTiles {
@@ -198,15 +184,13 @@ template <bool PERSISTENT, int HEAD_DIM, int STAGES>
 __device__ __forceinline__ const KeyBlockTurn* take_key_block(BackwardShared<HEAD_DIM, STAGES>& sh, const Problem& p,
                                                               int j) {
   if constexpr (!PERSISTENT) return j == 0 ? &sh.turns[0] : nullptr;
-  barrier_wait(&sh.item_full[j % ITEM_SLOTS], (j / ITEM_SLOTS) & 1);
-  const KeyBlockTurn& turn = sh.turns[j % ITEM_SLOTS];
-  return fresh(turn.item) < key_block_count(p) ? &turn : nullptr;
+  return named_turn(sh, j, key_block_count(p));
 }
 
 // Lane 0 of a warp done with its j-th key block, persistent: the producer may name another in its place.
 template <bool PERSISTENT, int HEAD_DIM, int STAGES>
 __device__ __forceinline__ void finish_key_block(BackwardShared<HEAD_DIM, STAGES>& sh, int j) {
-  if (PERSISTENT && threadIdx.x % 32 == 0) barrier_arrive(&sh.item_empty[j % ITEM_SLOTS]);
+  if constexpr (PERSISTENT) release_turn(sh, j);
 }
 
 // The dK/dV pass's producer thread: each key block's K and V once the consumers are done with the last one's, then
@@ -221,12 +205,7 @@ __device__ __forceinline__ void produce_key_blocks(BackwardShared<HEAD_DIM, STAG
                                                    int* next_item) {
   int item = blockIdx.x, walked = 0;
   for (int j = 0;; ++j) {
-    if constexpr (PERSISTENT) {
-      const int slot = j % ITEM_SLOTS;
-      if (j >= ITEM_SLOTS) barrier_wait(&sh.item_empty[slot], (j / ITEM_SLOTS - 1) & 1);
-      sh.turns[slot] = key_block<CAUSAL>(p, item, walked);
-      barrier_arrive(&sh.item_full[slot]);  // a release: the turn is seen by whoever waits for the phase
-    }
+    if constexpr (PERSISTENT) name_turn(sh, j, key_block<CAUSAL>(p, item, walked));
     const KeyBlockTurn* kb = take_key_block<PERSISTENT>(sh, p, j);
     if (kb == nullptr) return;
     if (j > 0) barrier_wait(&sh.own_empty, (j - 1) & 1);
@@ -748,14 +727,6 @@ __global__ void __launch_bounds__(DQ_FROM_THREADS)
 }
 
 namespace {
-
-// The current device's multiprocessors: the one pass's persistent grid, a block on each.
-int multiprocessors() {
-  int device = 0, count = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
-  return count;
-}
 
 // Ring depths: a consumer that leaves a tile's last product running into the next tile hands its stage back one
 // tile later, so the producer needs a third stage to stay a tile ahead (the dQ pass, and dK/dV at head dim 64); at

@@ -2,15 +2,19 @@
 // cannot express (issue 29, FlashAttention-3's design: Shah et al., 2024), with the tile names and the online softmax
 // of the other kernels (flash_cuda_forward.cu, ../flash_triton/kernels.py).
 //
-// A block of a producer and CONSUMERS consumer warpgroups owns BLOCK_Q = 64 CONSUMERS queries of one (batch, head)
-// and walks the key tiles of BLOCK_K = 128 keys that they see:
-//   producer   warpgroup 0: one thread starts the copy engine (TMA, cp.async.bulk.tensor) on Q once and on each K and V
-//              tile, into a ring of STAGES shared-memory stages; it gives its registers away (setmaxnreg.dec)
+// A query tile is BLOCK_Q = 64 CONSUMERS queries of one (batch, head); its work is to walk the key tiles of
+// BLOCK_K = 128 keys that they see. The grid is persistent: a block of a producer and CONSUMERS consumer warpgroups
+// on each multiprocessor takes query tiles in turn, the next from a counter in global memory, so that one tile's
+// end (the last products, O and L stored) runs under the next one's start (Q and the first K and V copied in):
+//   producer   warpgroup 0: one thread names each query tile to the consumers and starts the copy engine (TMA,
+//              cp.async.bulk.tensor) on its Q and on each K and V tile, into a ring of STAGES shared-memory stages
+//              that goes on from tile to tile; it gives its registers away (setmaxnreg.dec)
 //   consumers  warpgroups 1.., 64 queries each (2 of them, or 3 at head dim 64), take those registers
 //              (setmaxnreg.inc) and multiply on the tensor cores with asynchronous wgmma: S = Q K^T from shared
 //              memory, O += P V with P from registers
 // A stage is handed over through mbarriers: `k_full` / `v_full` complete when the copy engine has written the tile,
-// `empty` when every consumer warp has finished reading it.
+// `empty` when every consumer warp has finished reading it; Q likewise (`q_full`, `q_empty`, the latter once the
+// tile's last S is computed).
 //
 // The overlap inside a consumer (FlashAttention-3's intra-warpgroup pipelining): while the exponentials of tile j run
 // on the multi-function units, the tensor cores still multiply P(j-1) V(j-1):
@@ -29,6 +33,12 @@ namespace systems_flash_hopper {
 constexpr int BLOCK_K = 128, CONSUMER_ROWS = 64;
 constexpr int HALF_BYTES = BLOCK_K * TILE_COLUMNS * 2;  // a (128, 64) tile of K or V: 16 KiB
 
+// A query tile as a block takes it: its number (from query_tile_count on: none left), the key tiles the block walked
+// before it (where its tiles start in the ring), its first query, head and batch, and the key tiles its queries see.
+struct QueryTileTurn {
+  int item, walked, q0, h, b, n_tiles, unused[2];
+};
+
 // A block of CONSUMERS consumer warpgroups (2, or 3 at head dim 64 as FlashAttention-3 has it there) and the producer.
 template <int CONSUMERS>
 struct Block {
@@ -45,8 +55,30 @@ struct Shared {  // the block's shared memory, 1024-byte aligned (the swizzle's 
   alignas(1024) unsigned char q[HALVES * Block<CONSUMERS>::Q_HALF_BYTES];
   alignas(1024) unsigned char k[STAGES][TILE_BYTES];
   alignas(1024) unsigned char v[STAGES][TILE_BYTES];
-  uint64_t q_full, k_full[STAGES], v_full[STAGES], empty[STAGES];
+  uint64_t q_full, q_empty, k_full[STAGES], v_full[STAGES], empty[STAGES];
+  QueryTileTurn turns[ITEM_SLOTS];
+  uint64_t item_full[ITEM_SLOTS], item_empty[ITEM_SLOTS];
 };
+
+// The query tiles, numbered tiles fastest (causal: the last, which see the most keys, first, so that they do not
+// trail at the end), then heads, then batch: a head's tiles run side by side and share its K and V in L2.
+template <int CONSUMERS>
+__host__ __device__ inline int query_tiles(const Problem& p) {
+  return (p.n_queries + Block<CONSUMERS>::BLOCK_Q - 1) / Block<CONSUMERS>::BLOCK_Q;
+}
+template <int CONSUMERS>
+__host__ __device__ inline int query_tile_count(const Problem& p) {
+  return query_tiles<CONSUMERS>(p) * p.heads * p.batch;
+}
+
+template <int CONSUMERS, bool CAUSAL>
+__host__ __device__ inline QueryTileTurn query_tile(const Problem& p, int item, int walked) {
+  constexpr int BLOCK_Q = Block<CONSUMERS>::BLOCK_Q;
+  const int tiles = query_tiles<CONSUMERS>(p), bh = item / tiles;
+  const int q0 = (CAUSAL ? tiles - 1 - item % tiles : item % tiles) * BLOCK_Q;
+  const int k_end = CAUSAL ? min(p.n_keys, q0 + BLOCK_Q) : p.n_keys;
+  return {item, walked, q0, bh % p.heads, bh / p.heads, (k_end + BLOCK_K - 1) / BLOCK_K, 0, 0};
+}
 
 // the device code below exists for sm_90a alone (wgmma, setmaxnreg); other passes compile an empty kernel
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -95,64 +127,76 @@ __device__ __forceinline__ void rescale(float (&o)[N], const float (&alpha)[2]) 
   for (int i = 0; i < N; ++i) o[i] *= alpha[(i >> 1) & 1];
 }
 
+// One query tile's O and L, for this consumer's 64 of its queries: the block's j-th, its key tiles numbered r as the
+// ring counts them, from turn.walked on. Its head and batch are read from the turn where O and L are stored, not
+// kept in registers through the loop.
 template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS, bool CAUSAL, bool PINGPONG>
-__device__ __forceinline__ void consume(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& sh, const Problem& problem, const Rows& O,
-                                        float* L, int q0, int h, int b, int n_tiles) {
-  const int consumer = threadIdx.x / 128 - 1, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
-  const int first_row = q0 + consumer * CONSUMER_ROWS, row = first_row + warp * 16 + lane / 4;
+__device__ __forceinline__ void attend(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& sh, const Problem& problem,
+                                       const Rows& O, float* L, const QueryTileTurn& turn, int j) {
+  const int consumer = warp_uniform(threadIdx.x / 128 - 1), lane = threadIdx.x % 32;
+  const int first_row = warp_uniform(fresh(turn.q0)) + consumer * CONSUMER_ROWS;
+  const int n_tiles = warp_uniform(fresh(turn.n_tiles)), walked = warp_uniform(fresh(turn.walked));
+  const int row = first_row + threadIdx.x / 32 % 4 * 16 + lane / 4;
   const int n_keys = problem.n_keys;
   const float qk_scale = problem.scale * LOG2E;
   const uint32_t q = shared_address(sh.q) + consumer * CONSUMER_ROWS * 128;
   // a tile needs the mask if it runs past the keys' end or (causal) past this consumer's first query
-  auto masked = [&](int j) {
-    return (j + 1) * BLOCK_K > n_keys || (CAUSAL && (j + 1) * BLOCK_K - 1 > first_row);
+  auto masked = [&](int i) {
+    return (i + 1) * BLOCK_K > n_keys || (CAUSAL && (i + 1) * BLOCK_K - 1 > first_row);
+  };
+  // Q's last product is in: the producer may copy the next query tile's Q over it
+  auto q_read = [&] {
+    if (lane == 0) barrier_arrive(&sh.q_empty);
   };
 
   float o[HEAD_DIM / 2] = {}, s[64];
   float m_i[2] = {-INFINITY, -INFINITY}, l_i[2] = {0.f, 0.f}, alpha[2];
   uint32_t p[BLOCK_K / 16][4];
   constexpr int Q_HALF_BYTES = Block<CONSUMERS>::Q_HALF_BYTES;
-  if (PINGPONG && consumer == CONSUMERS - 1) give_turn<CONSUMERS>(consumer);  // the first consumer goes first
-  barrier_wait(&sh.q_full, 0);
+  barrier_wait(&sh.q_full, j & 1);
 
-  barrier_wait(&sh.k_full[0], 0);
+  barrier_wait(&sh.k_full[walked % STAGES], (walked / STAGES) & 1);
   if (PINGPONG) wait_turn(consumer);
-  issue_k_major<T, HEAD_DIM, BLOCK_K, Q_HALF_BYTES, HALF_BYTES>(s, q, shared_address(sh.k[0]));
+  issue_k_major<T, HEAD_DIM, BLOCK_K, Q_HALF_BYTES, HALF_BYTES>(s, q, shared_address(sh.k[walked % STAGES]));
   if (PINGPONG) give_turn<CONSUMERS>(consumer);
   wgmma_wait<0>();
   fence_registers(s);
+  if (n_tiles == 1) q_read();
   softmax<CAUSAL>(s, m_i, l_i, alpha, 0, row, n_keys, masked(0), qk_scale);
   to_operand<T, BLOCK_K>(p, s);
 
-  for (int j = 1; j < n_tiles; ++j) {
-    const int stage = j % STAGES, previous = (j - 1) % STAGES;
-    barrier_wait(&sh.k_full[stage], (j / STAGES) & 1);
-    barrier_wait(&sh.v_full[previous], ((j - 1) / STAGES) & 1);
+  for (int i = 1; i < n_tiles; ++i) {
+    const int r = walked + i, stage = r % STAGES, previous = (r - 1) % STAGES;
+    barrier_wait(&sh.k_full[stage], (r / STAGES) & 1);
+    barrier_wait(&sh.v_full[previous], ((r - 1) / STAGES) & 1);
     if (PINGPONG) wait_turn(consumer);
     issue_k_major<T, HEAD_DIM, BLOCK_K, Q_HALF_BYTES, HALF_BYTES>(s, q, shared_address(sh.k[stage]));
     rescale(o, alpha);
     issue_from_registers<T, HEAD_DIM, BLOCK_K, HALF_BYTES>(o, p, shared_address(sh.v[previous]));
     if (PINGPONG) give_turn<CONSUMERS>(consumer);
-    wgmma_wait<1>();  // S(j) is in; P(j-1) V(j-1) still runs under the softmax
+    wgmma_wait<1>();  // S(i) is in; P(i-1) V(i-1) still runs under the softmax
     fence_registers(s);
-    softmax<CAUSAL>(s, m_i, l_i, alpha, j * BLOCK_K, row, n_keys, masked(j), qk_scale);
+    if (i == n_tiles - 1) q_read();
+    softmax<CAUSAL>(s, m_i, l_i, alpha, i * BLOCK_K, row, n_keys, masked(i), qk_scale);
     wgmma_wait<0>();
     fence_registers(o);
     if (lane == 0) barrier_arrive(&sh.empty[previous]);
     to_operand<T, BLOCK_K>(p, s);
   }
 
-  const int last = (n_tiles - 1) % STAGES;
-  barrier_wait(&sh.v_full[last], ((n_tiles - 1) / STAGES) & 1);
+  const int last_r = walked + n_tiles - 1, last = last_r % STAGES;
+  barrier_wait(&sh.v_full[last], (last_r / STAGES) & 1);
   rescale(o, alpha);
   if (PINGPONG) wait_turn(consumer);
   issue_from_registers<T, HEAD_DIM, BLOCK_K, HALF_BYTES>(o, p, shared_address(sh.v[last]));
-  // every consumer takes n_tiles + 1 turns: the last to take its final turn gives none after it
-  if (PINGPONG && consumer != CONSUMERS - 1) give_turn<CONSUMERS>(consumer);
+  // every consumer takes n_tiles + 1 turns a query tile
+  if (PINGPONG) give_turn<CONSUMERS>(consumer);
   wgmma_wait<0>();
   fence_registers(o);
+  if (lane == 0) barrier_arrive(&sh.empty[last]);
 
   // O = acc / l_i, L = (m_i + log2 l_i) ln 2
+  const int h = fresh(turn.h), b = fresh(turn.b);
   float inverse_l[2];
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
@@ -178,28 +222,60 @@ __device__ __forceinline__ void consume(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& 
   }
 }
 
-template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS>
-__device__ __forceinline__ void produce(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& sh, const CUtensorMap& q_map,
-                                        const CUtensorMap& k_map, const CUtensorMap& v_map, int q0, int h, int b,
-                                        int n_tiles) {
+// A consumer warpgroup: the query tiles the producer names, in turn.
+template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS, bool CAUSAL, bool PINGPONG>
+__device__ __forceinline__ void consume(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& sh, const Problem& problem,
+                                        const Rows& O, float* L) {
+  const int consumer = threadIdx.x / 128 - 1;
+  if (PINGPONG && consumer == CONSUMERS - 1) give_turn<CONSUMERS>(consumer);  // the first consumer goes first
+  for (int j = 0; const QueryTileTurn* turn = named_turn(sh, j, query_tile_count<CONSUMERS>(problem)); ++j) {
+    attend<T, HEAD_DIM, STAGES, CONSUMERS, CAUSAL, PINGPONG>(sh, problem, O, L, *turn, j);
+    release_turn(sh, j);
+  }
+  // The last consumer gave the first a turn after the block's last query tile; the first takes it, so that every
+  // arrival on the named barriers is waited for before the block ends.
+  if (PINGPONG && consumer == 0) wait_turn(consumer);
+}
+
+// The producer thread: each query tile named to the consumers, the first the block's own and then the counter's
+// next, taken once the last one's copies are all asked for; its Q once the consumers have read the last Q, and its
+// K and V tiles into the ring as stages come free.
+template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS, bool CAUSAL>
+__device__ __forceinline__ void produce(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& sh, const Problem& p,
+                                        const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map,
+                                        int* next_item) {
   constexpr int HALVES = HEAD_DIM / TILE_COLUMNS, BYTES = HALVES * HALF_BYTES;
   constexpr int Q_HALF_BYTES = Block<CONSUMERS>::Q_HALF_BYTES;
-  barrier_expect(&sh.q_full, HALVES * Q_HALF_BYTES);
-#pragma unroll
-  for (int c = 0; c < HALVES; ++c) copy_box(sh.q + c * Q_HALF_BYTES, q_map, &sh.q_full, c * TILE_COLUMNS, q0, h, b);
-  for (int j = 0; j < n_tiles; ++j) {
-    const int stage = j % STAGES;
-    if (j >= STAGES) barrier_wait(&sh.empty[stage], (j / STAGES - 1) & 1);
-    barrier_expect(&sh.k_full[stage], BYTES);
-#pragma unroll
-    for (int c = 0; c < HALVES; ++c) {
-      copy_box(sh.k[stage] + c * HALF_BYTES, k_map, &sh.k_full[stage], c * TILE_COLUMNS, j * BLOCK_K, h, b);
-    }
-    barrier_expect(&sh.v_full[stage], BYTES);
+  int item = blockIdx.x, walked = 0;
+  for (int j = 0;; ++j) {
+    const QueryTileTurn turn = query_tile<CONSUMERS, CAUSAL>(p, item, walked);
+    name_turn(sh, j, turn);
+    if (item >= query_tile_count<CONSUMERS>(p)) return;
+    if (j > 0) barrier_wait(&sh.q_empty, (j - 1) & 1);
+    barrier_expect(&sh.q_full, HALVES * Q_HALF_BYTES);
 #pragma unroll
     for (int c = 0; c < HALVES; ++c) {
-      copy_box(sh.v[stage] + c * HALF_BYTES, v_map, &sh.v_full[stage], c * TILE_COLUMNS, j * BLOCK_K, h, b);
+      copy_box(sh.q + c * Q_HALF_BYTES, q_map, &sh.q_full, c * TILE_COLUMNS, turn.q0, turn.h, turn.b);
     }
+#pragma unroll 1  // a thread of 24 registers: the loop as written
+    for (int i = 0; i < turn.n_tiles; ++i) {
+      const int r = walked + i, stage = r % STAGES;
+      if (r >= STAGES) barrier_wait(&sh.empty[stage], (r / STAGES - 1) & 1);
+      barrier_expect(&sh.k_full[stage], BYTES);
+#pragma unroll
+      for (int c = 0; c < HALVES; ++c) {
+        copy_box(sh.k[stage] + c * HALF_BYTES, k_map, &sh.k_full[stage], c * TILE_COLUMNS, i * BLOCK_K, turn.h,
+                 turn.b);
+      }
+      barrier_expect(&sh.v_full[stage], BYTES);
+#pragma unroll
+      for (int c = 0; c < HALVES; ++c) {
+        copy_box(sh.v[stage] + c * HALF_BYTES, v_map, &sh.v_full[stage], c * TILE_COLUMNS, i * BLOCK_K, turn.h,
+                 turn.b);
+      }
+    }
+    walked += turn.n_tiles;
+    item = gridDim.x + atomicAdd(next_item, 1);
   }
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
@@ -207,32 +283,33 @@ __device__ __forceinline__ void produce(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& 
 template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS, bool CAUSAL, bool PINGPONG>
 __global__ void __launch_bounds__(Block<CONSUMERS>::THREADS, 1)
     hopper_fwd_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
-                      const __grid_constant__ CUtensorMap v_map, const Problem problem, const Rows O, float* L) {
+                      const __grid_constant__ CUtensorMap v_map, const Problem problem, const Rows O, float* L,
+                      int* next_item) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char raw[];
   auto& sh = shared_layout<Shared<T, HEAD_DIM, STAGES, CONSUMERS>>(raw);
-  constexpr int BLOCK_Q = Block<CONSUMERS>::BLOCK_Q;
-  // causal: the last query tiles see the most keys; launched first, they do not trail at the end
-  const int query_tile = CAUSAL ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-  const int h = blockIdx.y, b = blockIdx.z, q0 = query_tile * BLOCK_Q;
-  const int k_end = CAUSAL ? min(problem.n_keys, q0 + BLOCK_Q) : problem.n_keys;
-  const int n_tiles = (k_end + BLOCK_K - 1) / BLOCK_K;
+  constexpr int CONSUMER_WARPS = 4 * CONSUMERS;  // lane 0 of each arrives
   if (threadIdx.x == 0) {
     barrier_init(&sh.q_full, 1);
+    barrier_init(&sh.q_empty, CONSUMER_WARPS);
     for (int s = 0; s < STAGES; ++s) {
       barrier_init(&sh.k_full[s], 1);
       barrier_init(&sh.v_full[s], 1);
-      barrier_init(&sh.empty[s], 4 * CONSUMERS);  // lane 0 of each consumer warp
+      barrier_init(&sh.empty[s], CONSUMER_WARPS);
+    }
+    for (int s = 0; s < ITEM_SLOTS; ++s) {
+      barrier_init(&sh.item_full[s], 1);
+      barrier_init(&sh.item_empty[s], CONSUMER_WARPS);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
   if (threadIdx.x < 128) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGISTERS));
-    if (threadIdx.x == 0) produce<T, HEAD_DIM, STAGES, CONSUMERS>(sh, q_map, k_map, v_map, q0, h, b, n_tiles);
+    if (threadIdx.x == 0) produce<T, HEAD_DIM, STAGES, CONSUMERS, CAUSAL>(sh, problem, q_map, k_map, v_map, next_item);
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Block<CONSUMERS>::CONSUMER_REGISTERS));
-    consume<T, HEAD_DIM, STAGES, CONSUMERS, CAUSAL, PINGPONG>(sh, problem, O, L, q0, h, b, n_tiles);
+    consume<T, HEAD_DIM, STAGES, CONSUMERS, CAUSAL, PINGPONG>(sh, problem, O, L);
   }
 #endif
 }
@@ -240,7 +317,7 @@ __global__ void __launch_bounds__(Block<CONSUMERS>::THREADS, 1)
 namespace {
 
 template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS, bool CAUSAL, bool PINGPONG>
-cudaError_t launch(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, cudaStream_t stream) {
+cudaError_t launch(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, int* next_item, cudaStream_t stream) {
   using B = Block<CONSUMERS>;
   CUtensorMap maps[3];
   for (cudaError_t error : {tensor_map(&maps[0], p, q, p.n_queries, B::BLOCK_Q),
@@ -251,46 +328,49 @@ cudaError_t launch(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, c
   constexpr auto kernel = hopper_fwd_kernel<T, HEAD_DIM, STAGES, CONSUMERS, CAUSAL, PINGPONG>;
   const cudaError_t error = systems_flash_cuda::allow_shared<kernel>(SHARED);
   if (error != cudaSuccess) return error;
-  const dim3 grid((p.n_queries + B::BLOCK_Q - 1) / B::BLOCK_Q, p.heads, p.batch);
-  kernel<<<grid, B::THREADS, SHARED, stream>>>(maps[0], maps[1], maps[2], p, o, L);
+  if (const cudaError_t error = cudaMemsetAsync(next_item, 0, sizeof(int), stream); error != cudaSuccess) return error;
+  const int blocks = std::min(query_tile_count<CONSUMERS>(p), multiprocessors());
+  kernel<<<blocks, B::THREADS, SHARED, stream>>>(maps[0], maps[1], maps[2], p, o, L, next_item);
   return cudaGetLastError();
 }
 
 // The instantiations a launch can reach: ring depth 2 or 3, ping-pong or not, causal or not; three consumer
 // warpgroups at head dim 64 only (at 128 their 160 registers cannot hold S and O).
 template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS>
-cudaError_t launch_for(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, cudaStream_t stream,
-                       bool pingpong) {
+cudaError_t launch_for(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, int* next_item,
+                       cudaStream_t stream, bool pingpong) {
   if (p.causal) {
-    return pingpong ? launch<T, HEAD_DIM, STAGES, CONSUMERS, true, true>(p, q, k, v, o, L, stream)
-                    : launch<T, HEAD_DIM, STAGES, CONSUMERS, true, false>(p, q, k, v, o, L, stream);
+    return pingpong ? launch<T, HEAD_DIM, STAGES, CONSUMERS, true, true>(p, q, k, v, o, L, next_item, stream)
+                    : launch<T, HEAD_DIM, STAGES, CONSUMERS, true, false>(p, q, k, v, o, L, next_item, stream);
   }
-  return pingpong ? launch<T, HEAD_DIM, STAGES, CONSUMERS, false, true>(p, q, k, v, o, L, stream)
-                  : launch<T, HEAD_DIM, STAGES, CONSUMERS, false, false>(p, q, k, v, o, L, stream);
+  return pingpong ? launch<T, HEAD_DIM, STAGES, CONSUMERS, false, true>(p, q, k, v, o, L, next_item, stream)
+                  : launch<T, HEAD_DIM, STAGES, CONSUMERS, false, false>(p, q, k, v, o, L, next_item, stream);
 }
 
 template <typename T, int HEAD_DIM, int CONSUMERS>
-cudaError_t launch_with(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, cudaStream_t stream,
-                        const Variant& variant) {
-  return variant.stages == 2 ? launch_for<T, HEAD_DIM, 2, CONSUMERS>(p, q, k, v, o, L, stream, variant.pingpong)
-                             : launch_for<T, HEAD_DIM, 3, CONSUMERS>(p, q, k, v, o, L, stream, variant.pingpong);
+cudaError_t launch_with(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, int* next_item,
+                        cudaStream_t stream, const Variant& variant) {
+  return variant.stages == 2
+             ? launch_for<T, HEAD_DIM, 2, CONSUMERS>(p, q, k, v, o, L, next_item, stream, variant.pingpong)
+             : launch_for<T, HEAD_DIM, 3, CONSUMERS>(p, q, k, v, o, L, next_item, stream, variant.pingpong);
 }
 
 template <typename T>
-cudaError_t launch_of(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, cudaStream_t stream,
-                      const Variant& variant) {
-  if (p.head_dim == 128) return launch_with<T, 128, 2>(p, q, k, v, o, L, stream, variant);
-  return variant.consumers == 2 ? launch_with<T, 64, 2>(p, q, k, v, o, L, stream, variant)
-                                : launch_with<T, 64, 3>(p, q, k, v, o, L, stream, variant);
+cudaError_t launch_of(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, int* next_item,
+                      cudaStream_t stream, const Variant& variant) {
+  if (p.head_dim == 128) return launch_with<T, 128, 2>(p, q, k, v, o, L, next_item, stream, variant);
+  return variant.consumers == 2 ? launch_with<T, 64, 2>(p, q, k, v, o, L, next_item, stream, variant)
+                                : launch_with<T, 64, 3>(p, q, k, v, o, L, next_item, stream, variant);
 }
 
 }  // namespace
 
-cudaError_t forward(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, cudaStream_t stream,
+cudaError_t forward(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, int* next_item, cudaStream_t stream,
                     const Variant& variant) {
   if (!systems_flash_cuda::supported_head_dim(p.head_dim) || !valid(variant, p.head_dim)) return cudaErrorInvalidValue;
-  return p.dtype == systems_flash_cuda::DType::BFloat16 ? launch_of<__nv_bfloat16>(p, q, k, v, o, L, stream, variant)
-                                                        : launch_of<__half>(p, q, k, v, o, L, stream, variant);
+  return p.dtype == systems_flash_cuda::DType::BFloat16
+             ? launch_of<__nv_bfloat16>(p, q, k, v, o, L, next_item, stream, variant)
+             : launch_of<__half>(p, q, k, v, o, L, next_item, stream, variant);
 }
 
 }  // namespace systems_flash_hopper

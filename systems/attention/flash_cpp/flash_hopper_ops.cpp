@@ -39,8 +39,10 @@ void run_forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, boo
   check_hopper(q_in);
   const Tensor q = readable(q_in), k = readable(k_in), v = readable(v_in);
   const Tensor o_written = kernel_layout(o) ? o : at::empty(q_in.sizes(), q_in.options());
+  const Tensor next_item = at::empty({1}, q_in.options().dtype(at::kInt));
   check_launch(systems_flash_hopper::forward(problem(q, k, is_causal), rows(q), rows(k), rows(v), rows(o_written),
-                                             L.data_ptr<float>(), c10::cuda::getCurrentCUDAStream(), variant));
+                                             L.data_ptr<float>(), next_item.data_ptr<int>(),
+                                             c10::cuda::getCurrentCUDAStream(), variant));
   settle(o, o_written);
 }
 
@@ -95,10 +97,12 @@ struct TritonBackward {
 };
 
 // Where the Hopper forward is the faster of it and the Triton kernels' forward, in the runs of book/log.md
-// (2026-11-27): at head dim 128 at every length measured (1,024 to 32,768 keys); at 64 from 8,192 keys, causal or
-// not (causal: 0.87 to 0.97 of the Triton forward's time at 8,192 keys, 16 to 256 (batch, head) pairs; level at 4,096,
-// 0.98 to 1.18; slower below).
-bool hopper_forward_is_faster(const Tensor& k) { return k.size(3) == 128 || k.size(2) >= 8192; }
+// (2026-11-27; 2026-11-29 for its persistent grid): at head dim 128 at every length measured (1,024 to 32,768 keys);
+// at 64 causal from 8,192 keys (below, it is the faster at some batches and the slower at others). Without the mask
+// at head dim 64 the Triton forward is the faster at the lengths timed (to 8,192 keys).
+bool hopper_forward_is_faster(const Tensor& k, bool is_causal) {
+  return k.size(3) == 128 || (is_causal && k.size(2) >= 8192);
+}
 
 struct TritonForward {
   static constexpr const char* forward = "systems_flash::triton_forward";
@@ -109,7 +113,7 @@ struct TritonForward {
 std::tuple<Tensor, Tensor> hopper_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                                     bool is_causal) {
   check_cuda_inputs(q, k, v);
-  if (!hopper_forward_is_faster(k)) {
+  if (!hopper_forward_is_faster(k, is_causal)) {
     return systems_flash::forward_op<TritonForward>().call(q, k, v, is_causal);
   }
   auto [o, L] = systems_flash::heads_interleaved_outputs(q);

@@ -1,12 +1,12 @@
 """FlashAttention's forward written for Hopper in CUDA C++ (``flash_hopper_forward.cu``): the copy engine feeding a
-ring of shared-memory stages, two consumer warpgroups multiplying with asynchronous wgmma while their exponentials
-run, registers moved from the producer to the consumers, and the consumers taking turns at the tensor cores
-(FlashAttention-3's design). A backward in the forward's shape (``flash_hopper_backward.cu``: one pass, a
+ring of shared-memory stages, two consumer warpgroups multiplying with asynchronous wgmma, registers moved from the
+producer to the consumers, the consumers taking turns at the tensor cores, and a persistent grid whose blocks start
+their next query tile while they finish the last (FlashAttention-3's design). A backward in the forward's shape (``flash_hopper_backward.cu``: one pass, a
 persistent grid of dK/dV blocks with dQ added up by the copy engine as it goes; dK/dV then dQ under deterministic
 algorithms) is here too, :func:`backward_hopper_cuda`. Registered as ``flash_hopper``: under one C++ autograd node
 (``torch.ops.systems_flash.hopper_attention``), whichever forward and whichever backward is the faster for the
-shape, these kernels or the Triton kernels launched from C++: the forward here at head dim 128 and at 64 from 8,192
-keys; the backward here at head dim 128, and at 64 from 8,192 keys and from 1,024 where batch and heads give it
+shape, these kernels or the Triton kernels launched from C++: the forward here at head dim 128 and at 64 causal from
+8,192 keys; the backward here at head dim 128, and at 64 from 8,192 keys and from 1,024 where batch and heads give it
 enough blocks to fill the GPU eight times over (``hopper_backward_is_faster`` in ``flash_hopper_ops.cpp``; chapter 20
 times both, ``book/log.md`` has every version's numbers). Its output is laid out as the Triton kernels' is,
 (B, N, H, d) in memory, so the model's reshape of it is a view.
