@@ -55,21 +55,28 @@ report.glue_all("hopper", {"rep_ms": rep_ms, "peak_tflops": peak / 1e12 if peak 
 # %% [markdown]
 # ## What each warpgroup does
 #
-# A block of the kernel owns 128 query rows (192 at head dimension 64) and has three or four warpgroups of four warps:
+# A query tile is 128 query rows (192 at head dimension 64) of one head. The grid is persistent: one block on each
+# multiprocessor, of three or four warpgroups of four warps, takes query tiles in turn, the next from a counter in
+# global memory, so that one tile's end (its last products, O and L written) runs while the next one's Q and first
+# K and V tiles are copied in:
 #
-# - **The producer** gives most of its registers away (`setmaxnreg` down to 24) and uses one thread: it starts the
-#   copy engine on the block's Q once and on every K and V tile, into a ring of two or three shared-memory stages,
-#   in the 128-byte swizzle `wgmma` reads. Each stage has two mbarriers: *full*, which the copy engine completes when
-#   the bytes have landed, and *empty*, which the consumers arrive on when they are done with the tile.
+# - **The producer** gives most of its registers away (`setmaxnreg` down to 24) and uses one thread: it names each
+#   query tile to the consumers and starts the copy engine on its Q and on every K and V tile, into a ring of two or
+#   three shared-memory stages that goes on from tile to tile, in the 128-byte swizzle `wgmma` reads. Each stage has
+#   two mbarriers: *full*, which the copy engine completes when the bytes have landed, and *empty*, which the
+#   consumers arrive on when they are done with the tile; Q has the same pair.
 # - **Two consumers** (three at head dimension 64) take the registers (240, or 160 with three) and own 64 query rows
 #   each. Per K/V tile j a consumer waits on *full*, issues S(j) = Q K(j)ᵀ from shared memory together with
-#   P(j−1) V(j−1) (P from registers), waits for S(j) alone, and computes the online softmax of S(j) while
-#   P(j−1) V(j−1) is still on the tensor cores; then it waits for that product and frees the stage.
+#   P(j−1) V(j−1) (P from registers), waits for S(j), masks it and takes its maximum, and then computes the rest of
+#   the online softmax. The source asks for the exponentials while P(j−1) V(j−1) is still on the tensor cores, as
+#   FlashAttention-3 has it; the compiled code (ptxas of CUDA 13.0) waits for that product first, so within one
+#   consumer only the mask and the maximum run under it.
 # - **Ping-pong**: the consumers take turns at the tensor cores through named barriers, so one's exponentials run
 #   while the other's products do.
 #
 # The schematic below draws both orders from these rules alone, with made-up durations (a 64-row product takes 1,
-# a softmax 1.3, a tile's copy 0.6): in order, the tensor cores wait for every softmax; in this kernel they do not.
+# a softmax 1.3, a tile's copy 0.6): in order, the tensor cores wait for every softmax; in this kernel, only while
+# the first softmax and the last one run.
 
 # %% tags=["remove-input"]
 figures.timeline(hopper.schedules(), by="schedule", title="schematic", colors=hopper.COLORS,
@@ -115,7 +122,7 @@ report.glue_all("hopper_variant", hopper.variant_facts(effects))
 # ## Against cuDNN, forward and backward
 #
 # The registered attention (`get_attention("flash_hopper")`) takes the faster forward and the faster backward for the
-# shape, under one C++ autograd node: this forward at head dimension 128, and at 64 from 8,192 keys; the CUDA
+# shape, under one C++ autograd node: this forward at head dimension 128, and at 64 causal from 8,192 keys; the CUDA
 # backward of the next section at head dimension 128, and at 64 from 8,192 keys and from 1,024 where the batch and
 # the heads bring at least 1,024 of its blocks of 128 keys; our Triton kernels launched from C++ elsewhere. Both
 # passes at the table's shapes, as chapter 07's sweep
@@ -137,9 +144,9 @@ report.glue_all("hopper_table", hopper.table_facts(versus))
 # takes {glue:text}`hopper_table_forward_range_words` times cuDNN's time and forward+backward
 # {glue:text}`hopper_table_both_range_words`, at {glue:text}`hopper_table_peak_words` of the tensor cores' peak.
 # {glue:text}`hopper_table_board_vs_triton_words` {glue:text}`hopper_table_forward_behind_words` At short sequences
-# each block's loop has few tiles and its fixed work (filling the ring, writing O) weighs more; that is our reading,
-# not a measurement. FlashAttention-3's answer, a persistent grid whose blocks start the next tile while finishing
-# one, is not built for the forward (the backward's dK/dV kernel has one, in the next section). Two runs of this
+# a query tile has few key tiles and its fixed work (filling the ring, writing O) weighs more; the persistent grid
+# runs it under the next tile's products (the experiment log times the forward with a block per query tile and
+# with one per multiprocessor). Two runs of this
 # chapter on the same machine differed by a few percent at some shapes (the experiment log has both), so
 # differences that small are not findings.
 #

@@ -262,6 +262,28 @@ def test_model_attention_inputs_are_laid_out_as_the_model_calls_its_attention():
     assert flash_sweep.model_sdpa_choice("tiny", 32, 64, "fp32") == sdpa_choice(*seen[0], True)
 
 
+@pytest.mark.parametrize("softmax", [0.4, 1.3, 1.9])
+def test_hopper_schedule_follows_the_compiled_order(softmax):
+    # the schematic of chapter 20 as the kernel compiles: a consumer's softmax of S(j) starts once its S(j) and its
+    # P(j-1) V(j-1) are both done, one product on the tensor cores at a time, and with ping-pong the tensor cores idle
+    # only where a softmax is longer than the other consumer's two products
+    n_tiles, product = 5, 1.0
+    plan = hopper.schedule(True, n_tiles=n_tiles, product=product, softmax=softmax)
+    cores = plan[plan.lane == hopper.TENSOR_CORES].sort_values("start_ms")
+    assert (cores.start_ms.values[1:] >= cores.end_ms.values[:-1] - 1e-12).all()
+    for c in (0, 1):
+        products = cores[cores.kind.str.endswith(f"consumer {c}")]
+        softmaxes = plan[plan.lane == f"consumer {c}: softmax"].sort_values("start_ms")
+        assert len(softmaxes) == n_tiles and len(products) == 2 * n_tiles
+        # tile j's softmax after S(j) and, from the second tile on, P(j-1) V(j-1), which follows S(j)
+        ends = products.end_ms.values
+        starts = [ends[0]] + [ends[2 * j] for j in range(1, n_tiles)]
+        np.testing.assert_allclose(softmaxes.start_ms.values, starts)
+    idle = cores.start_ms.values[1:] - cores.end_ms.values[:-1]
+    steady = idle[2:-2]  # past the first tiles' start, before the last ones' end
+    assert (steady <= max(0.0, softmax - 2 * product) + 1e-9).all()
+
+
 def test_hopper_backward_facts_sort_shapes_by_which_backward_is_faster():
     rng = np.random.default_rng()
     shapes = [(f"1×16×{n}×128", causal) for n, causal in ((1024, True), (16384, True), (8192, False))]

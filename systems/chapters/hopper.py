@@ -24,7 +24,9 @@ def schedule(overlapped: bool, n_tiles: int = 4, copy: float = 0.6, product: flo
 
     ``overlapped``: this kernel. A producer copies K and V tiles into a ring of ``stages``; two consumers share the
     tensor cores, taking turns (ping-pong); each issues S(j) and P(j-1) V(j-1) together once its softmax of j-1 is
-    done, and computes the softmax of S(j) while P(j-1) V(j-1) runs, each for 64 query rows. Otherwise the same 128 rows
+    done, each for 64 query rows, and computes the softmax of S(j) once both are done: the source asks for the
+    exponentials under P(j-1) V(j-1), but the compiled code waits for that product first (book/log.md, 2026-11-29),
+    so what runs under a consumer's softmax is the other consumer's products. Otherwise the same 128 rows
     in one block of warps that waits for S, computes the softmax, then P V, in order, its loads started ahead (what
     Triton 3.6 compiles our kernel to)."""
     rows = []
@@ -53,13 +55,12 @@ def schedule(overlapped: bool, n_tiles: int = 4, copy: float = 0.6, product: flo
         for c in (0, 1):  # the consumers take turns at the tensor cores
             t = max(tensor_free, softmax_done[c], copied[j] if j < n_tiles else 0.0)
             if j < n_tiles:
-                s_done = add(TENSOR_CORES, f"S = Q Kᵀ, consumer {c}", t, product)
-                t = s_done
+                t = add(TENSOR_CORES, f"S = Q Kᵀ, consumer {c}", t, product)
             if j > 0:
                 t = add(TENSOR_CORES, f"P V, consumer {c}", t, product)
             tensor_free = t
             if j < n_tiles:
-                softmax_done[c] = add(f"consumer {c}: softmax", "softmax", s_done, softmax)
+                softmax_done[c] = add(f"consumer {c}: softmax", "softmax", t, softmax)
             done = max(done, t)
         if j > 0:
             released.append(done)  # both consumers' P V of tile j-1 issued and done: its stage is free
