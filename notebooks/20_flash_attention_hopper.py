@@ -67,10 +67,10 @@ report.glue_all("hopper", {"rep_ms": rep_ms, "peak_tflops": peak / 1e12 if peak 
 #   consumers arrive on when they are done with the tile; Q has the same pair.
 # - **Two consumers** (three at head dimension 64) take the registers (240, or 160 with three) and own 64 query rows
 #   each. Per K/V tile j a consumer waits on *full*, issues S(j) = Q K(j)ᵀ from shared memory together with
-#   P(j−1) V(j−1) (P from registers), waits for S(j), masks it and takes its maximum, and then computes the rest of
-#   the online softmax. The source asks for the exponentials while P(j−1) V(j−1) is still on the tensor cores, as
-#   FlashAttention-3 has it; the compiled code (ptxas of CUDA 13.0) waits for that product first, so within one
-#   consumer only the mask and the maximum run under it.
+#   P(j−1) V(j−1) (P from registers), waits for S(j), masks it, and computes the online softmax. The source asks
+#   for the exponentials while P(j−1) V(j−1) is still on the tensor cores, as FlashAttention-3 has it; the compiled
+#   code (ptxas of CUDA 13.0) waits for that product right after the mask, so within one consumer only the mask runs
+#   under it.
 # - **Ping-pong**: the consumers take turns at the tensor cores through named barriers, so one's exponentials run
 #   while the other's products do.
 #

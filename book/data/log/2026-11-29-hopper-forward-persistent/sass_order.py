@@ -65,3 +65,29 @@ for name, key in KERNELS.items():
     function = next(f for f in re.split(r"\n\s+Function : ", sass) if key in f.split("\n", 1)[0])
     entry = next(e for e in ptx.split(".entry ")[1:] if key in e.split("(", 1)[0])
     print(f"{name}\n  PTX:  {runs(ptx_loop(entry))}\n  SASS: {runs(sass_loop(function))}")
+
+# beside them, the backward's one-pass dK/dV loop at head dim 64, causal (its tile's 32 exponentials)
+backward = pathlib.Path("systems/attention/flash_cpp/flash_hopper_backward.cu")
+subprocess.run([nvcc, *flags, "-c", str(backward), "-o", str(out / "b.o")], check=True)
+sass = subprocess.run([cuobjdump, "-sass", str(out / "b.o")], capture_output=True, text=True, check=True).stdout
+function = next(f for f in re.split(r"\n\s+Function : ", sass)
+                if "dkdv_kernelI13__nv_bfloat16Li64ELi3ELb1ELb1" in f.split("\n", 1)[0])
+ins = [(int(m.group(1), 16), m.group(2)) for m in
+       (re.match(r"\s*/\*([0-9a-f]{4,})\*/\s*(.*?);", line) for line in function.splitlines()) if m]
+at = {a: i for i, (a, _) in enumerate(ins)}
+loops = []
+for end, (a, text) in enumerate(ins):
+    m = re.search(r"BRA (?:\S+ )?0x([0-9a-f]+)", text)
+    if m and int(m.group(1), 16) < a and int(m.group(1), 16) in at:
+        body = [t for _, t in ins[at[int(m.group(1), 16)]:end + 1]]
+        if sum("MUFU.EX2" in t for t in body) >= 32:
+            loops.append(body)
+tokens = [f"({len(min(loops, key=len))} instructions)"]
+for t in min(loops, key=len):
+    if "HGMMA" in t:
+        tokens.append("G")
+    elif "WARPGROUP.DEPBAR.LE" in t:
+        tokens.append("W" + t.strip()[-1])
+    elif "MUFU.EX2" in t:
+        tokens.append("e")
+print(f"backward, dK/dV one pass, head dim 64, causal\n  SASS: {runs(tokens)}")
