@@ -16,13 +16,14 @@
 // `empty` when every consumer warp has finished reading it; Q likewise (`q_full`, `q_empty`, the latter once the
 // tile's last S is computed).
 //
-// The overlap inside a consumer (FlashAttention-3's intra-warpgroup pipelining): while the exponentials of tile j run
-// on the multi-function units, the tensor cores still multiply P(j-1) V(j-1):
+// The overlap inside a consumer, as written (FlashAttention-3's intra-warpgroup pipelining): while the exponentials of
+// tile j run on the multi-function units, the tensor cores still multiply P(j-1) V(j-1):
 //   issue S(j) = Q K(j)^T;  O *= alpha(j-1);  issue O += P(j-1) V(j-1)
 //   wait for S(j);  softmax of S(j) -> P(j), alpha(j)        (under P(j-1) V(j-1))
 //   wait for P(j-1) V(j-1);  release stage j-1
-// With PINGPONG the consumers take turns at the tensor cores (named barriers), so one's softmax runs under another's
-// products as well.
+// As compiled (ptxas of CUDA 13.0), the wait for P(j-1) V(j-1) comes right after the mask, before the exponentials
+// (book/log.md, 2026-11-29). With PINGPONG the consumers take turns at the tensor cores (named barriers), so one's
+// softmax runs under another's products.
 //
 // Shared tiles are rows of 64 elements (128 bytes) in the copy engine's 128-byte swizzle, the layout wgmma reads;
 // head dim 128 is two such column halves. The scores S are in log2 units: P = exp2(S scale log2e - m).
@@ -174,7 +175,7 @@ __device__ __forceinline__ void attend(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& s
     rescale(o, alpha);
     issue_from_registers<T, HEAD_DIM, BLOCK_K, HALF_BYTES>(o, p, shared_address(sh.v[previous]));
     if (PINGPONG) give_turn<CONSUMERS>(consumer);
-    wgmma_wait<1>();  // S(i) is in; P(i-1) V(i-1) still runs under the softmax
+    wgmma_wait<1>();  // S(i) is in; P(i-1) V(i-1) may still run (as compiled, under the mask alone)
     fence_registers(s);
     if (i == n_tiles - 1) q_read();
     softmax<CAUSAL>(s, m_i, l_i, alpha, i * BLOCK_K, row, n_keys, masked(i), qk_scale);
