@@ -21,8 +21,8 @@ def runs(tokens):
     return " ".join(f"{k}x{len(list(g))}" for k, g in itertools.groupby(tokens))
 
 
-def sass_loop(function):
-    """The tokens of the smallest loop (a backward branch) that holds the tile's 64 exponentials and more."""
+def sass_loop(function, exponentials=64):
+    """The tokens of the smallest loop (a backward branch) that holds a tile's exponentials and more."""
     ins = [(int(m.group(1), 16), m.group(2)) for m in
            (re.match(r"\s*/\*([0-9a-f]{4,})\*/\s*(.*?);", line) for line in function.splitlines()) if m]
     at = {a: i for i, (a, _) in enumerate(ins)}
@@ -31,10 +31,11 @@ def sass_loop(function):
         m = re.search(r"BRA (?:\S+ )?0x([0-9a-f]+)", text)
         if m and int(m.group(1), 16) < a and int(m.group(1), 16) in at:
             body = [t for _, t in ins[at[int(m.group(1), 16)]:end + 1]]
-            if sum("MUFU.EX2" in t for t in body) >= 64:
+            if sum("MUFU.EX2" in t for t in body) >= exponentials:
                 loops.append(body)
-    tokens = [f"({len(min(loops, key=len))} instructions)"]
-    for t in min(loops, key=len):
+    loop = min(loops, key=len)
+    tokens = [f"({len(loop)} instructions)"]
+    for t in loop:
         if "HGMMA" in t:
             tokens.append("G")
         elif "WARPGROUP.DEPBAR.LE" in t:
@@ -72,22 +73,4 @@ subprocess.run([nvcc, *flags, "-c", str(backward), "-o", str(out / "b.o")], chec
 sass = subprocess.run([cuobjdump, "-sass", str(out / "b.o")], capture_output=True, text=True, check=True).stdout
 function = next(f for f in re.split(r"\n\s+Function : ", sass)
                 if "dkdv_kernelI13__nv_bfloat16Li64ELi3ELb1ELb1" in f.split("\n", 1)[0])
-ins = [(int(m.group(1), 16), m.group(2)) for m in
-       (re.match(r"\s*/\*([0-9a-f]{4,})\*/\s*(.*?);", line) for line in function.splitlines()) if m]
-at = {a: i for i, (a, _) in enumerate(ins)}
-loops = []
-for end, (a, text) in enumerate(ins):
-    m = re.search(r"BRA (?:\S+ )?0x([0-9a-f]+)", text)
-    if m and int(m.group(1), 16) < a and int(m.group(1), 16) in at:
-        body = [t for _, t in ins[at[int(m.group(1), 16)]:end + 1]]
-        if sum("MUFU.EX2" in t for t in body) >= 32:
-            loops.append(body)
-tokens = [f"({len(min(loops, key=len))} instructions)"]
-for t in min(loops, key=len):
-    if "HGMMA" in t:
-        tokens.append("G")
-    elif "WARPGROUP.DEPBAR.LE" in t:
-        tokens.append("W" + t.strip()[-1])
-    elif "MUFU.EX2" in t:
-        tokens.append("e")
-print(f"backward, dK/dV one pass, head dim 64, causal\n  SASS: {runs(tokens)}")
+print(f"backward, dK/dV one pass, head dim 64, causal\n  SASS: {runs(sass_loop(function, 32))}")
