@@ -64,6 +64,18 @@ def test_call_overhead_times_every_layer_of_the_call_path():
     assert all(0 < h <= w for h, w in zip(timed.host_us, timed.wall_us))
 
 
+def test_call_overhead_command_says_why_it_cannot_run_without_a_gpu_or_the_interpreter(monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(SystemExit) as refused:
+        call_overhead.main([])
+    assert refused.value.code == 2
+    assert "needs a CUDA GPU (or TRITON_INTERPRET=1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        call_overhead.main(["--calls", "0"])
+    assert "--calls: must be >= 1, got 0" in capsys.readouterr().err
+
+
 def test_on_calling_thread_runs_the_backward_without_autograds_device_thread():
     seen = []
 

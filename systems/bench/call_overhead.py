@@ -7,13 +7,15 @@ remembered launch a later call makes, the custom op, the autograd function) and 
 C++ host path's forward and backward ops; a Python autograd function that does nothing; SDPA's own FlashAttention-2
 kernels inside a Python autograd function (what autograd through Python costs a C++ kernel path); then whole calls
 of ours (from C++ and from Python) and of the SDPA back ends, each also with its backward on the calling thread
-instead of autograd's device thread.
+instead of autograd's device thread. :func:`call_floor` times whole calls eager, compiled and replayed from a CUDA
+graph.
 
-    python -m systems.bench.call_overhead
+    python -m systems.bench.call_overhead [--floor]
 """
 
 from __future__ import annotations
 
+import argparse
 from typing import Callable
 
 import numpy as np
@@ -25,7 +27,9 @@ from systems.attention import unavailable
 from systems.attention._checks import check_attention_inputs
 from systems.attention.peers import Unavailable, refused
 from systems.bench.flash_sweep import TENSOR_DTYPES, UNSUPPORTED, attention
+from systems.cli import integer
 from systems.device import timed
+from systems.triton_interpreter import triton_unavailable
 
 
 class _Nothing(torch.autograd.Function):
@@ -227,5 +231,24 @@ def call_floor(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 300
     return table.reset_index()
 
 
+def main(argv: list[str] | None = None) -> pd.DataFrame:
+    p = argparse.ArgumentParser(prog="python -m systems.bench.call_overhead", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--floor", action="store_true",
+                   help="whole calls eager, compiled and from a CUDA graph (call_floor), not the call path's layers")
+    p.add_argument("--calls", type=integer(1), default=300, help="calls timed back to back for each row")
+    args = p.parse_args(argv)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if why := triton_unavailable(device, torch.float32):
+        p.error(f"our Triton kernels, whose calls this times, cannot run here: {why}")
+    if args.floor and device.type != "cuda":
+        p.error("the per-call floor replays CUDA graphs: it needs a CUDA GPU")
+    dtype = "bf16" if device.type == "cuda" else "fp32"  # Triton's interpreter has no bf16
+    times = call_floor if args.floor else call_overhead
+    table = times(dtype=dtype, n_calls=args.calls)
+    print(table.to_string(index=False))
+    return table
+
+
 if __name__ == "__main__":
-    print(call_overhead().to_string(index=False))
+    main()
