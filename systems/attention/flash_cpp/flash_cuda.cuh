@@ -314,7 +314,7 @@ constexpr int DELTA_THREADS = 256;
 
 template <typename T, int HEAD_DIM>
 __global__ void __launch_bounds__(DELTA_THREADS)
-    delta_kernel(const Problem problem, const Rows O, const Rows DO, float* delta) {
+    delta_kernel(const Problem problem, const Rows O, const Rows DO, float* delta, float4* zeros, int64_t zero_quads) {
   constexpr int LANES = HEAD_DIM / 8;  // a power of two within a warp: the shuffles below stay in the row's lanes
   const int64_t rows = int64_t(problem.batch) * problem.heads * problem.n_queries;
   const int64_t index = (int64_t(blockIdx.x) * DELTA_THREADS + threadIdx.x) / LANES;
@@ -335,13 +335,21 @@ __global__ void __launch_bounds__(DELTA_THREADS)
 #pragma unroll
   for (int offset = LANES / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
   if (chunk == 0 && index < rows) delta[index] = sum;
+  // The one pass's dQ accumulator, zeroed here rather than by a fill of its own: a launch fewer, and its stores go out
+  // while this kernel waits on its loads of O and dO
+  const int64_t threads = int64_t(gridDim.x) * DELTA_THREADS;
+  for (int64_t i = int64_t(blockIdx.x) * DELTA_THREADS + threadIdx.x; i < zero_quads; i += threads) {
+    zeros[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
 }
 
+// delta = rowsum(dO * O), and `zero_floats` floats from `zeros` (16-byte aligned, a multiple of 4) set to 0.
 template <typename T, int HEAD_DIM>
-cudaError_t launch_delta(const Problem& p, Rows o, Rows dout, float* delta, cudaStream_t stream) {
+cudaError_t launch_delta(const Problem& p, Rows o, Rows dout, float* delta, float* zeros, int64_t zero_floats,
+                         cudaStream_t stream) {
   const int64_t threads = int64_t(p.batch) * p.heads * p.n_queries * (HEAD_DIM / 8);
-  delta_kernel<T, HEAD_DIM><<<(threads + DELTA_THREADS - 1) / DELTA_THREADS, DELTA_THREADS, 0, stream>>>(p, o, dout,
-                                                                                                      delta);
+  delta_kernel<T, HEAD_DIM><<<(threads + DELTA_THREADS - 1) / DELTA_THREADS, DELTA_THREADS, 0, stream>>>(
+      p, o, dout, delta, reinterpret_cast<float4*>(zeros), zero_floats / 4);
   return cudaGetLastError();
 }
 

@@ -32,8 +32,8 @@ inline bool supported_head_dim(int d) { return d == 64 || d == 128; }
 cudaError_t forward(const Problem& problem, Rows q, Rows k, Rows v, Rows o, float* L, cudaStream_t stream);
 
 // dQ, dK, dV from the forward's inputs, O, dO and L; delta is fp32 scratch of L's shape (rowsum(dO * O)). With
-// dq_acc (fp32 zeros, (B, H, Nq, d) contiguous) one pass that adds dQ up in any order; with nullptr two passes, the
-// gradients the same bit for bit from run to run.
+// dq_acc (fp32 scratch, (B, H, Nq, d) contiguous, which the delta kernel zeroes) one pass that adds dQ up in any
+// order; with nullptr two passes, the gradients the same bit for bit from run to run.
 cudaError_t backward(const Problem& problem, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L, float* delta,
                      Rows dq, Rows dk, Rows dv, float* dq_acc, cudaStream_t stream);
 

@@ -2,7 +2,7 @@
 // asked for, it takes the two passes of the Triton kernel's deterministic backward
 // (systems/attention/flash_triton/backward_kernels.py): no atomics, so the gradients repeat bit for bit.
 //
-//   preprocess   delta = rowsum(dO * O) (delta_kernel, flash_cuda.cuh)
+//   preprocess   delta = rowsum(dO * O) (delta_kernel, flash_cuda.cuh; in one pass it zeroes dQ's accumulator too)
 //   dK/dV pass   a block owns BLOCK_K = 16 NUM_WARPS keys (16 per warp, dK and dV in fp32 registers) and walks
 //                the query tiles that see them, Q and dO two stages deep in shared memory:
 //                  S^T = K Q^T,  P^T = exp2(S^T scale log2e - L log2e),  dP^T = V dO^T,  dS^T = P^T * (dP^T - delta)
@@ -338,7 +338,8 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
                             Rows dq, Rows dk, Rows dv, float* dq_acc, cudaStream_t stream) {
   constexpr int NUM_WARPS = 8, DKDV_PART_Q = HEAD_DIM == 64 ? 64 : 32, DQ_BLOCK_K = 64;
   constexpr int BLOCK_ROWS = 16 * NUM_WARPS;  // the keys of a dK/dV block, the queries of a dQ block
-  cudaError_t error = launch_delta<T, HEAD_DIM>(p, o, dout, delta, stream);
+  cudaError_t error =
+      launch_delta<T, HEAD_DIM>(p, o, dout, delta, dq_acc, dq_acc == nullptr ? 0 : dq_accumulator_size(p), stream);
   if (error != cudaSuccess) return error;
 
   // the dK/dV pass, adding dQ up too (one pass) or not

@@ -71,8 +71,9 @@ inline void check_launch(cudaError_t error) {
 // The backward op's body for a kernel launcher with systems_flash_cuda::backward's signature: the inputs checked
 // (check_device(q) after the checks of every CUDA kernel, for a launcher built for some GPUs only), made readable,
 // the gradients laid out as the Meta kernel promises (dQ as q, dK as dk_like, dV as v). One pass, dQ added up in any
-// order into a zeroed fp32 accumulator of accumulator_size(problem) floats, unless that is 0 (no one-pass kernel for
-// the problem) or deterministic algorithms are asked for: then two passes (the launcher gets nullptr).
+// order into an fp32 accumulator of accumulator_size(problem) floats (which the launcher zeroes), unless that is 0
+// (no one-pass kernel for the problem) or deterministic algorithms are asked for: then two passes (the launcher gets
+// nullptr).
 template <typename Launch, typename AccumulatorSize, typename CheckDevice>
 std::tuple<Tensor, Tensor, Tensor> run_backward(Launch launch, AccumulatorSize accumulator_size,
                                                 CheckDevice check_device, const Tensor& q_in, const Tensor& k_in,
@@ -100,7 +101,7 @@ std::tuple<Tensor, Tensor, Tensor> run_backward(Launch launch, AccumulatorSize a
   const int64_t floats = accumulator_size(p);
   Tensor dq_acc;
   if (floats > 0 && !at::globalContext().deterministicAlgorithms()) {
-    dq_acc = at::zeros({floats}, q.options().dtype(at::kFloat));
+    dq_acc = at::empty({floats}, q.options().dtype(at::kFloat));
   }
   check_launch(launch(p, rows(q), rows(k), rows(v), rows(o), rows(dout), L.data_ptr<float>(), delta.data_ptr<float>(),
                       rows(dq_written), rows(dk_written), rows(dv_written),

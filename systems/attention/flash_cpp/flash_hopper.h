@@ -35,9 +35,9 @@ cudaError_t forward(const systems_flash_cuda::Problem& problem, systems_flash_cu
 constexpr int BACKWARD_BLOCK_KEYS = 128;
 
 // dQ, dK, dV from the forward's inputs, O, dO and L; delta is fp32 scratch of L's shape (rowsum(dO * O)). The
-// copy engine reads q, k, v and dout (16-byte aligned data and strides). With dq_acc (zeroed fp32 scratch of
-// dq_accumulator_size floats) the backward takes one pass, adding dQ up in an order that changes from run to run;
-// without (nullptr), two passes.
+// copy engine reads q, k, v and dout (16-byte aligned data and strides). With dq_acc (fp32 scratch of
+// dq_accumulator_size floats, which the delta kernel zeroes) the backward takes one pass, adding dQ up in an order
+// that changes from run to run; without (nullptr), two passes.
 cudaError_t backward(const systems_flash_cuda::Problem& problem, systems_flash_cuda::Rows q, systems_flash_cuda::Rows k,
                      systems_flash_cuda::Rows v, systems_flash_cuda::Rows o, systems_flash_cuda::Rows dout,
                      const float* L, float* delta, systems_flash_cuda::Rows dq, systems_flash_cuda::Rows dk,
