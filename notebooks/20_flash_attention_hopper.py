@@ -58,7 +58,10 @@ report.glue_all("hopper", {"rep_ms": rep_ms, "peak_tflops": peak / 1e12 if peak 
 # A query tile is 128 query rows (192 at head dimension 64) of one head. The grid is persistent: one block on each
 # multiprocessor, of three or four warpgroups of four warps, takes query tiles in turn, the next from a counter in
 # global memory, so that one tile's end (its last products, O and L written) runs while the next one's Q and first
-# K and V tiles are copied in:
+# K and V tiles are copied in. The counter goes through a head's tiles one after another, sharing its K and V in L2,
+# the longest first when causal; there the last heads, as many as hold two turns of the grid's blocks, are taken tile
+# by tile across them, so that the last tiles taken are the shortest and no block starts a long one as the others
+# run out of work:
 #
 # - **The producer** gives most of its registers away (`setmaxnreg` down to 24) and uses one thread: it names each
 #   query tile to the consumers and starts the copy engine on its Q and on every K and V tile, into a ring of two or
@@ -192,8 +195,8 @@ report.glue_all("hopper_backward", hopper.backward_facts(backward))
 # over: the kernel got faster at every causal shape the log's runs timed on an H200, after the tables above were
 # measured; summed after the second consumer's dSᵀ, or with the roles alternating by tile, it got slower. Later
 # still, the one pass's dK/dV kernel became a persistent grid: a block per multiprocessor, each taking its next block
-# of keys from a counter in the order the hardware launches them, so one block's start and end run under the
-# products of the others; with each consumer's index passed through a warp shuffle, so that the compiler keeps the
+# of keys from a counter in the order the hardware launches them (the last heads, causal, block by block across them
+# as in the forward), so one block's start and end run under the products of the others; with each consumer's index passed through a warp shuffle, so that the compiler keeps the
 # wgmma descriptors in uniform registers, it got faster at every shape the log's runs timed on an H200. The
 # registered attention takes this backward where the runs recorded in the log found it the faster: at head dimension
 # 128 at every length; at 64 from 8,192 keys, and from 1,024 where the batch and the heads give it at least 1,024

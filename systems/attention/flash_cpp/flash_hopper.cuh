@@ -48,6 +48,19 @@ __device__ __forceinline__ S& shared_layout(unsigned char* raw) {
   return *reinterpret_cast<S*>(raw + ((1024 - shared_address(raw) % 1024) % 1024));
 }
 
+// A persistent grid's item -> (batch x head, rank within the head, rank 0 the longest), of `heads` (batch, head)
+// pairs with `ranks` items each: heads one after another and a head's ranks in order, so that a head's items run side by side and share its rows in L2; but the last heads, as
+// many as hold two turns of the grid's `blocks`, go rank by rank across them, so that the last items taken are the
+// shortest, not a long one starting as the other blocks run out of work. With blocks = 0, the plain order.
+struct HeadRank {
+  int bh, rank;
+};
+__device__ __forceinline__ HeadRank head_rank(int item, int ranks, int heads, int blocks) {
+  if (blocks == 0) return {item / ranks, item % ranks};
+  const int tail = min(heads, (2 * blocks + ranks - 1) / ranks), first = (heads - tail) * ranks;
+  if (item < first) return {item / ranks, item % ranks};
+  return {heads - tail + (item - first) % tail, (item - first) / tail};
+}
 
 // the device code below exists for sm_90a alone (wgmma, setmaxnreg); other passes compile empty kernels
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)

@@ -106,17 +106,20 @@ __host__ __device__ inline int64_t dq_tiles_size(const Problem& p) {
   return int64_t(p.batch) * p.heads * query_tiles(p) * ROWS * p.head_dim;
 }
 
-// The key blocks of the dK/dV pass, numbered keys fastest, then heads, then batch: the order in which the hardware
-// launches a grid of them. In the one pass the grid is persistent, a block per multiprocessor, and each block takes
-// the next number from a counter in global memory as it starts its last key block: a key block's start (its K and
-// V, its first query tiles in flight) and end (dK and dV stored, the last dQ share added) then run under the
-// products of its neighbours, where a block per key block (the two passes) waits for them alone.
+// The key blocks of the dK/dV pass, numbered keys fastest (causal: the first, which the most queries see, first),
+// then heads, then batch: the order in which the hardware launches a grid of them. In the one pass the grid is
+// persistent, a block per multiprocessor, and each block takes the next number from a counter in global memory as it
+// starts its last key block: a key block's start (its K and V, its first query tiles in flight) and end (dK and dV
+// stored, the last dQ share added) then run under the products of its neighbours, where a block per key block (the
+// two passes) waits for them alone. Causal, the persistent grid's last heads go block by block across them
+// (head_rank), so that the last key blocks taken are the shortest.
 __host__ __device__ inline int key_blocks(const Problem& p) { return (p.n_keys + BLOCK_ROWS - 1) / BLOCK_ROWS; }
 __host__ __device__ inline int key_block_count(const Problem& p) { return key_blocks(p) * p.heads * p.batch; }
 
-template <bool CAUSAL>
-__host__ __device__ inline KeyBlockTurn key_block(const Problem& p, int item, int walked) {
-  const int bh = item / key_blocks(p), k0 = item % key_blocks(p) * BLOCK_ROWS;
+template <bool CAUSAL, bool PERSISTENT>
+__device__ inline KeyBlockTurn key_block(const Problem& p, int item, int walked) {
+  const auto [bh, rank] = head_rank(item, key_blocks(p), p.heads * p.batch, CAUSAL && PERSISTENT ? gridDim.x : 0);
+  const int k0 = rank * BLOCK_ROWS;
   // the query tiles that see these keys: all, or (causal, top-left) those from the tile holding query k0 on
   const int first_tile = CAUSAL ? k0 / ROWS : 0;
   return {item, walked, k0, bh % p.heads, bh / p.heads, first_tile, max(0, query_tiles(p) - first_tile), 0};
@@ -205,7 +208,7 @@ __device__ __forceinline__ void produce_key_blocks(BackwardShared<HEAD_DIM, STAG
                                                    int* next_item) {
   int item = blockIdx.x, walked = 0;
   for (int j = 0;; ++j) {
-    if constexpr (PERSISTENT) name_turn(sh, j, key_block<CAUSAL>(p, item, walked));
+    if constexpr (PERSISTENT) name_turn(sh, j, key_block<CAUSAL, PERSISTENT>(p, item, walked));
     const KeyBlockTurn* kb = take_key_block<PERSISTENT>(sh, p, j);
     if (kb == nullptr) return;
     if (j > 0) barrier_wait(&sh.own_empty, (j - 1) & 1);
@@ -652,7 +655,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
   }
   constexpr bool PERSISTENT = ONE_PASS;
-  if (!PERSISTENT && threadIdx.x == 0) sh.turns[0] = key_block<CAUSAL>(problem, blockIdx.x, 0);
+  if (!PERSISTENT && threadIdx.x == 0) sh.turns[0] = key_block<CAUSAL, PERSISTENT>(problem, blockIdx.x, 0);
   init_barriers(sh, 1 + ROW_COPIERS);
   if (threadIdx.x < 128) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGISTERS));

@@ -61,8 +61,9 @@ struct Shared {  // the block's shared memory, 1024-byte aligned (the swizzle's 
   uint64_t item_full[ITEM_SLOTS], item_empty[ITEM_SLOTS];
 };
 
-// The query tiles, numbered tiles fastest (causal: the last, which see the most keys, first, so that they do not
-// trail at the end), then heads, then batch: a head's tiles run side by side and share its K and V in L2.
+// The query tiles, numbered tiles fastest (causal: the last, which see the most keys, first), then heads, then batch:
+// a head's tiles run side by side and share its K and V in L2. Causal, the grid's last heads go tile by tile across
+// them (head_rank), so that the last tiles the blocks take are the shortest.
 template <int CONSUMERS>
 __host__ __device__ inline int query_tiles(const Problem& p) {
   return (p.n_queries + Block<CONSUMERS>::BLOCK_Q - 1) / Block<CONSUMERS>::BLOCK_Q;
@@ -73,10 +74,11 @@ __host__ __device__ inline int query_tile_count(const Problem& p) {
 }
 
 template <int CONSUMERS, bool CAUSAL>
-__host__ __device__ inline QueryTileTurn query_tile(const Problem& p, int item, int walked) {
+__device__ inline QueryTileTurn query_tile(const Problem& p, int item, int walked) {
   constexpr int BLOCK_Q = Block<CONSUMERS>::BLOCK_Q;
-  const int tiles = query_tiles<CONSUMERS>(p), bh = item / tiles;
-  const int q0 = (CAUSAL ? tiles - 1 - item % tiles : item % tiles) * BLOCK_Q;
+  const int tiles = query_tiles<CONSUMERS>(p);
+  const auto [bh, rank] = head_rank(item, tiles, p.heads * p.batch, CAUSAL ? gridDim.x : 0);
+  const int q0 = (CAUSAL ? tiles - 1 - rank : rank) * BLOCK_Q;
   const int k_end = CAUSAL ? min(p.n_keys, q0 + BLOCK_Q) : p.n_keys;
   return {item, walked, q0, bh % p.heads, bh / p.heads, (k_end + BLOCK_K - 1) / BLOCK_K, 0, 0};
 }
