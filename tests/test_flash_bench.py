@@ -143,6 +143,25 @@ def test_the_sweep_times_every_implementation_mode_and_shape_by_registry_name():
     assert "flash_triton/naive" in wide and len(wide) == 2 * 3
 
 
+def test_rounds_time_the_implementations_in_turn_and_keep_each_ones_fastest(monkeypatch):
+    order, times = [], {"flash_triton": iter([3.0, 2.0, 4.0]), "naive": iter([5.0, 6.0, 7.0])}
+
+    def fake_measure(impl, q, k, v, is_causal, modes, timer):
+        order.append(impl)
+        ms = next(times[impl])
+        return {"fwd": ms, "fwd_bwd": flash_sweep.OOM if impl == "naive" and ms == 6.0 else 2 * ms}
+
+    monkeypatch.setattr(flash_sweep, "attention", lambda impl, config=None: impl)
+    monkeypatch.setattr(flash_sweep, "measure", fake_measure)
+    runs = flash_sweep.run([("fp32", 16, 32, 32, 1, 1, True)], impls=("flash_triton", "naive"),
+                           modes=("fwd", "fwd_bwd"), rounds=3)
+    assert order == ["flash_triton", "naive"] * 3  # in turn, so a drift of the clocks falls on both alike
+    ms = runs.set_index(["impl", "mode"]).ms
+    assert (ms["flash_triton", "fwd"], ms["flash_triton", "fwd_bwd"], ms["naive", "fwd"]) == (2.0, 4.0, 5.0)
+    assert ms["naive", "fwd_bwd"] == flash_sweep.OOM  # a round without a time is not hidden by the others'
+    assert len(runs) == 4
+
+
 def test_in_model_sets_ours_beside_sdpa_per_point_and_names_each_oom_once():
     runs = pd.DataFrame([
         {"size": "s", "compile": c, "context_length": 512, "attention": a, "step_ms": ms, "status": "ok",

@@ -3,15 +3,15 @@ people train with, and what the ratios say.
 
 Every measurement is ``triton.testing.do_bench`` (median of repetitions after warm-up, L2 flushed between
 them) of one of three modes: ``fwd`` (the forward with autograd recording, as in training), ``bwd`` (a
-retained graph's backward alone) and ``fwd_bwd``. Implementations go by the registry's names
-(:mod:`systems.attention`): ours (``flash_triton``, ``naive``) and PyTorch's (``sdpa_flash``, ``sdpa_cudnn``,
-``flex``), compared in the same run. A back end that refuses an input (the SDPA kernels take no fp32) is
-recorded as "unsupported", a point that does not fit in memory as "OOM". Without a GPU (smoke runs) the timer
-falls back to :func:`systems.bench.timing.time_steps` so the code path can be checked on a CPU. FLOPs follow
-:mod:`systems.flops`.
+retained graph's backward alone) and ``fwd_bwd``; with ``rounds``, the fastest of that many, taken in turn.
+Implementations go by the registry's names (:mod:`systems.attention`): ours (``flash_triton``, ``naive``) and
+PyTorch's (``sdpa_flash``, ``sdpa_cudnn``, ``flex``), compared in the same run. A back end that refuses an input
+(the SDPA kernels take no fp32) is recorded as "unsupported", a point that does not fit in memory as "OOM".
+Without a GPU (smoke runs) the timer falls back to :func:`systems.bench.timing.time_steps` so the code path can be
+checked on a CPU. FLOPs follow :mod:`systems.flops`.
 
     python -m systems.bench.flash_sweep --max-seq 4096
-    python -m systems.bench.flash_sweep --table --impls flash_cuda flash_triton sdpa_flash sdpa_cudnn --json t.json
+    python -m systems.bench.flash_sweep --table --rounds 3 --impls flash_hopper flash_triton sdpa_cudnn --json t.json
 """
 
 from __future__ import annotations
@@ -94,9 +94,18 @@ def measure(fn: Callable, q, k, v, is_causal: bool, modes, timer) -> dict[str, f
     return results
 
 
+def fastest_of(rounds: list[dict[str, float | str]]) -> dict[str, float | str]:
+    """Per mode the fastest of the rounds' times, or a round's status ("OOM", "unsupported") where one has no time."""
+    return {mode: min(r[mode] for r in rounds) if all(isinstance(r[mode], float) for r in rounds)
+            else next(r[mode] for r in rounds if not isinstance(r[mode], float)) for mode in rounds[0]}
+
+
 def run(points, impls=IMPLS, modes=MODES, *, config=None, naive_max_seq: int | None = None, rep_ms: int = 20,
-        warmup_ms: int = 5, seed: int = 0, desc: str = "attention shapes") -> pd.DataFrame:
-    """Every implementation at every point ``(dtype, d, n_q, n_k, batch, heads, causal)``; one row per mode."""
+        warmup_ms: int = 5, seed: int = 0, rounds: int = 1, desc: str = "attention shapes") -> pd.DataFrame:
+    """Every implementation at every point ``(dtype, d, n_q, n_k, batch, heads, causal)``; one row per mode. With
+    ``rounds`` > 1 the implementations are timed in turn that many times at each point and the fastest kept: one
+    ``do_bench`` median moves by several percent between calls (book/log.md, 2026-11-29), and a long call gets few
+    repetitions in ``rep_ms``."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     timer = make_timer(rep_ms, warmup_ms)
     rows = []
@@ -105,14 +114,16 @@ def run(points, impls=IMPLS, modes=MODES, *, config=None, naive_max_seq: int | N
         q = torch.randn(batch, heads, n_q, d, device=device, dtype=TENSOR_DTYPES[dtype], requires_grad=True)
         k, v = (torch.randn(batch, heads, n_k, d, device=device, dtype=TENSOR_DTYPES[dtype], requires_grad=True)
                 for _ in "kv")
-        for impl in impls:
+        times = {impl: [] for impl in impls}
+        for _, impl in product(range(rounds), impls):
             if impl == "naive" and naive_max_seq is not None and max(n_q, n_k) > naive_max_seq:
-                ms = dict.fromkeys(modes, NOT_RUN)
+                times[impl].append(dict.fromkeys(modes, NOT_RUN))
             elif unavailable(impl, device, TENSOR_DTYPES[dtype], d):  # a kernel's documented limits (dtype, head dim)
-                ms = dict.fromkeys(modes, UNSUPPORTED)
+                times[impl].append(dict.fromkeys(modes, UNSUPPORTED))
             else:
-                ms = measure(attention(impl, config), q, k, v, causal, modes, timer)
-            for mode, t in ms.items():
+                times[impl].append(measure(attention(impl, config), q, k, v, causal, modes, timer))
+        for impl in impls:
+            for mode, t in fastest_of(times[impl]).items():
                 flops = attention_flops(n_q, n_k, d, batch * heads, causal, mode)
                 rows.append({"dtype": dtype, "d": d, "n_q": n_q, "n_k": n_k, "batch": batch, "heads": heads,
                              "causal": causal, "impl": impl, "mode": mode, "ms": t,
@@ -363,12 +374,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--table", action="store_true", help="time the kernels' table of shapes instead (bf16, forward "
                    "and forward+backward)")
     p.add_argument("--impls", nargs="+", choices=available(), default=list(IMPLS), help="implementations, by name")
+    p.add_argument("--rounds", type=integer(1), default=1, help="time the implementations in turn this many times "
+                   "at each shape and keep the fastest")
     p.add_argument("--json", help="write the rows (with provenance) here")
     a = p.parse_args(argv)
     if a.table:
-        df = table(a.impls)
+        df = table(a.impls, rounds=a.rounds)
+    elif a.training_shapes:
+        df = training_shapes(impls=a.impls, rounds=a.rounds)
     else:
-        df = training_shapes(impls=a.impls) if a.training_shapes else sweep(impls=a.impls, max_seq=a.max_seq)
+        df = sweep(impls=a.impls, max_seq=a.max_seq, rounds=a.rounds)
     if a.json:
         write_text_atomically(a.json, dump_json({"stamp": stamp(), "rows": df.to_dict("records")}, indent=1))
     base = a.impls[0]
