@@ -196,14 +196,14 @@ report.glue_all("hopper_backward", hopper.backward_facts(backward))
 # over: the kernel got faster at every causal shape the log's runs timed on an H200, after the tables above were
 # measured; summed after the second consumer's dSᵀ, or with the roles alternating by tile, it got slower. Later
 # still, the one pass's dK/dV kernel became a persistent grid: a block per multiprocessor, each taking its next block
-# of keys from a counter in the order the hardware launches them (the last heads, causal, block by block across them
-# as in the forward), so one block's start and end run under the products of the others; with each consumer's index passed through a warp shuffle, so that the compiler keeps the
-# wgmma descriptors in uniform registers, it got faster at every shape the log's runs timed on an H200. The
-# registered attention takes this backward where the runs recorded in the log found it the faster: at head dimension
-# 128 at every length; at 64 from 8,192 keys, and from 1,024 where the batch and the heads give it at least 1,024
-# blocks (eight waves of 132 SMs: with fewer, how the causally uneven blocks fall into waves decides which is the
-# faster), and the Triton one elsewhere. The experiment log (`book/log.md`) has every attempt with its numbers, and
-# what a next one needs.
+# of keys from a counter in the order the hardware launches them (the last heads, causal, block by block across them as
+# in the forward), so one block's start and end run under the products of the others; with each consumer's index passed
+# through a warp shuffle, so that the compiler keeps the wgmma descriptors in uniform registers, it got faster at every
+# shape the log's runs timed on an H200. The registered attention takes this backward where the runs recorded in the
+# log found it the faster: at head dimension 128 at every length; at 64 from 8,192 keys, and from 1,024 where the batch
+# and the heads give it at least 1,024 blocks (eight waves of 132 SMs: with fewer, how the causally uneven blocks fall
+# into waves decides which is the faster), and the Triton one elsewhere. The experiment log (`book/log.md`) has every
+# attempt with its numbers, and what a next one needs.
 
 # %% [markdown]
 # ## In the model's training step

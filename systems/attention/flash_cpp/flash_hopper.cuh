@@ -49,9 +49,10 @@ __device__ __forceinline__ S& shared_layout(unsigned char* raw) {
 }
 
 // A persistent grid's item -> (batch x head, rank within the head, rank 0 the longest), of `heads` (batch, head)
-// pairs with `ranks` items each: heads one after another and a head's ranks in order, so that a head's items run side by side and share its rows in L2; but the last heads, as
-// many as hold two turns of the grid's `blocks`, go rank by rank across them, so that the last items taken are the
-// shortest, not a long one starting as the other blocks run out of work. With blocks = 0, the plain order.
+// pairs with `ranks` items each: heads one after another and a head's ranks in order, so that a head's items run side
+// by side and share its rows in L2; but the last heads, as many as hold two turns of the grid's `blocks`, go rank by
+// rank across them, so that the last items taken are the shortest, not a long one starting as the other blocks run
+// out of work. With blocks = 0, the plain order.
 struct HeadRank {
   int bh, rank;
 };
