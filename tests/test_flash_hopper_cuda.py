@@ -3,8 +3,8 @@ flash_hopper), with the Triton kernels' backward behind the same C++ autograd no
 Hopper (one pass; two under deterministic algorithms), on its own.
 
 On any machine with nvcc: every kernel instantiation compiled for sm_90a without spilling and without ptxas
-serialising the asynchronous products, and the tile loops moving nothing into uniform registers; the
-reasons the name gives where it cannot run. On an sm_90 GPU: every output
+serialising the asynchronous products, the tile loops moving nothing into uniform registers, and the order the
+persistent grids take their tiles in; the reasons the name gives where it cannot run. On an sm_90 GPU: every output
 against the float64 oracle at the held-out kinds of shapes the other kernels are tested at, for each variant of the
 ablation, and the backward's gradients; PyTorch's checks of the ops; torch.compile with lengths that change; a model against naive attention; the
 CS336 attention tests' procedure."""
@@ -120,6 +120,59 @@ def test_tile_loops_move_nothing_into_uniform_registers(build, name, count, requ
                         key=len)
         moves = [text for text in tile_loop if re.match(r"(@!?\w+\s+)?R2UR\b", text)]
         assert not moves, (kernel.split("\n", 1)[0], moves)
+
+
+# The order in which the persistent grids take their work (head_rank), compiled as host code and walked over grids of
+# every kind: one tile a head, one head, more blocks than items, the leaderboards' shapes.
+HEAD_RANK_CHECK = r"""
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+#include "flash_hopper.cuh"
+int main() {
+  for (int ranks : {1, 2, 3, 8, 86, 128, 256}) {
+    for (int heads : {1, 2, 7, 16, 33, 64, 256, 512}) {
+      for (int blocks : {0, 1, 5, 132}) {
+        const int n = heads * ranks;
+        std::vector<int> seen(n, 0), bh(n), rank(n);
+        for (int item = 0; item < n; ++item) {
+          const auto taken = systems_flash_hopper::head_rank(item, ranks, heads, blocks);
+          bh[item] = taken.bh, rank[item] = taken.rank;
+          if (taken.bh < 0 || taken.bh >= heads || taken.rank < 0 || taken.rank >= ranks) return 1;
+          seen[taken.bh * ranks + taken.rank] += 1;
+        }
+        // from `first` on no item is longer than the one before (rank 0 the longest)
+        int first = n - 1;
+        while (first > 0 && rank[first - 1] <= rank[first]) --first;
+        bool plain = true;  // before it, a head's tiles one after another, heads in order
+        for (int item = 0; item < (blocks == 0 ? n : first); ++item) {
+          plain = plain && bh[item] == item / ranks && rank[item] == item % ranks;
+        }
+        const int tail = n - first, least = std::min(n, 2 * blocks), most = std::min(n, 2 * blocks + ranks - 1);
+        const bool one_each = std::all_of(seen.begin(), seen.end(), [](int s) { return s == 1; });
+        if (!one_each || !plain || (blocks > 0 && ranks > 1 && (tail < least || tail > most))) {
+          std::printf("ranks %d, heads %d, blocks %d: one each %d, plain before %d, %d items at the end\n", ranks,
+                      heads, blocks, one_each, plain, tail);
+          return 1;
+        }
+      }
+    }
+  }
+  return 0;
+}
+"""
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit) to compile the check")
+def test_the_persistent_grids_take_every_tile_once_and_end_on_the_shortest(tmp_path):
+    # the last heads, as many as hold two turns of the grid's blocks, go longest first across them, so that no block
+    # starts a long tile as the others run out of work; the rest keep a head's tiles together, sharing its rows in L2
+    (tmp_path / "check.cu").write_text(HEAD_RANK_CHECK)
+    build = subprocess.run([NVCC, "-std=c++17", "-I", str(SOURCES), str(tmp_path / "check.cu"), "-o",
+                            str(tmp_path / "check")], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-3000:]
+    run = subprocess.run([str(tmp_path / "check")], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout
 
 
 def test_the_name_says_why_it_cannot_run(monkeypatch):

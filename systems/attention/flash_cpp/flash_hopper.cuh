@@ -56,7 +56,7 @@ __device__ __forceinline__ S& shared_layout(unsigned char* raw) {
 struct HeadRank {
   int bh, rank;
 };
-__device__ __forceinline__ HeadRank head_rank(int item, int ranks, int heads, int blocks) {
+__host__ __device__ __forceinline__ HeadRank head_rank(int item, int ranks, int heads, int blocks) {
   if (blocks == 0) return {item / ranks, item % ranks};
   const int tail = min(heads, (2 * blocks + ranks - 1) / ranks), first = (heads - tail) * ranks;
   if (item < first) return {item / ranks, item % ranks};
