@@ -125,9 +125,9 @@ report.glue_all("hopper_variant", hopper.variant_facts(effects))
 # ## Against cuDNN, forward and backward
 #
 # The registered attention (`get_attention("flash_hopper")`) takes the faster forward and the faster backward for the
-# shape, under one C++ autograd node: this forward at head dimension 128, and at 64 causal from 8,192 keys; the CUDA
-# backward of the next section at head dimension 128, and at 64 from 8,192 keys and from 1,024 where the batch and
-# the heads bring at least 1,024 of its blocks of 128 keys; our Triton kernels launched from C++ elsewhere. Both
+# shape, under one C++ autograd node: this forward at head dimension 128, and at 64 causal from 2,048 keys; the CUDA
+# backward of the next section at head dimension 128, and at 64 from 8,192 keys and from 1,024 where the batch and the
+# heads bring at least 1,024 of its blocks of 128 keys; our Triton kernels launched from C++ elsewhere. Both
 # passes at the table's shapes, as chapter 07's sweep times them (inputs (B, H, N, d), the forward with autograd
 # recording, forward+backward), in one process with our Triton kernels and SDPA's two back ends, each the fastest of
 # {glue:text}`hopper_rounds` calls of `do_bench` taken in turn (one call's median moves by several percent from call
@@ -212,9 +212,9 @@ report.glue_all("hopper_backward", hopper.backward_facts(backward))
 # {glue:text}`hopper_model_context`, the whole model under `torch.compile`, with `attention="flash_hopper"` against
 # `attention="sdpa"` on one model, the two interleaved as chapter 17 times them ({glue:text}`hopper_model_steps`
 # timed steps each, ratio of medians with its 95 % interval), at the largest batch (a power of two up to
-# {glue:text}`hopper_max_batch`) whose eager step fits on the GPU. At this context and head dimension 64 `flash_hopper`
-# takes the Triton forward and, at these batches, its own backward; the 2.7B preset's head dimension, 80, goes to the
-# Triton kernels for both passes.
+# {glue:text}`hopper_max_batch`) whose eager step fits on the GPU. At this context and head dimension 64
+# `flash_hopper` takes its own forward (causal, from 2,048 keys) and, at these batches, its own backward; the 2.7B
+# preset's head dimension, 80, goes to the Triton kernels for both passes.
 
 # %% tags=["nbval-ignore-output"]
 if on_hopper:

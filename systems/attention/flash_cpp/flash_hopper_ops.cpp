@@ -97,11 +97,12 @@ struct TritonBackward {
 };
 
 // Where the Hopper forward is the faster of it and the Triton kernels' forward, in the runs of book/log.md
-// (2026-11-27; 2026-11-29 for its persistent grid): at head dim 128 at every length measured (1,024 to 32,768 keys);
-// at 64 causal from 8,192 keys (below, it is the faster at some batches and the slower at others). Without the mask
-// at head dim 64 the Triton forward is the faster at the lengths timed (to 8,192 keys).
+// (2026-11-27; 2026-11-29 for its persistent grid and the order of its last heads): at head dim 128 at every length
+// measured (1,024 to 32,768 keys); at 64 causal from 2,048 keys, with q, k and v laid out (B, H, N, d) or (B, N, H, d)
+// in memory. At 512 and 1,024 keys it was the faster of the two in the second layout and the slower in the first.
+// Without the mask at head dim 64 the Triton forward is the faster at the lengths timed (2,048 to 16,384 keys).
 bool hopper_forward_is_faster(const Tensor& k, bool is_causal) {
-  return k.size(3) == 128 || (is_causal && k.size(2) >= 8192);
+  return k.size(3) == 128 || (is_causal && k.size(2) >= 2048);
 }
 
 struct TritonForward {

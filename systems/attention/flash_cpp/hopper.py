@@ -6,7 +6,7 @@ persistent grid of dK/dV blocks with dQ added up by the copy engine as it goes; 
 algorithms) is here too, :func:`backward_hopper_cuda`. Registered as ``flash_hopper``: under one C++ autograd node
 (``torch.ops.systems_flash.hopper_attention``), whichever forward and whichever backward is the faster for the
 shape, these kernels or the Triton kernels launched from C++: the forward here at head dim 128 and at 64 causal from
-8,192 keys; the backward here at head dim 128, and at 64 from 8,192 keys and from 1,024 where batch and heads give it
+2,048 keys; the backward here at head dim 128, and at 64 from 8,192 keys and from 1,024 where batch and heads give it
 enough blocks to fill the GPU eight times over (``hopper_backward_is_faster`` in ``flash_hopper_ops.cpp``; chapter 20
 times both, ``book/log.md`` has every version's numbers). Its output is laid out as the Triton kernels' is,
 (B, N, H, d) in memory, so the model's reshape of it is a view.
