@@ -120,14 +120,16 @@ report.glue_all("hopper_variant", hopper.variant_facts(effects))
 # A third ring stage gains {glue:text}`hopper_variant_third_ring_stage_words`, ping-pong
 # {glue:text}`hopper_variant_pingpong_words` and a third consumer at head dimension 64
 # {glue:text}`hopper_variant_third_consumer_words`. The registered kernel takes three stages, ping-pong, and three
-# consumers at head dimension 64, two at 128 (`systems_flash_hopper::fastest`).
+# consumers at head dimension 64, two at 128 (`systems_flash_hopper::fastest`); at 64 with the causal mask below
+# 2,048 keys it takes two, where a tile of 192 queries, whose consumers all walk the keys its last one sees, was the
+# slower on an H200 (`book/log.md`, 2026-11-29).
 #
 # ## Against cuDNN, forward and backward
 #
-# The registered attention (`get_attention("flash_hopper")`) takes the faster forward and the faster backward for the
-# shape, under one C++ autograd node: this forward at head dimension 128, and at 64 causal from 2,048 keys; the CUDA
-# backward of the next section at head dimension 128, and at 64 from 8,192 keys and from 1,024 where the batch and the
-# heads bring at least 1,024 of its blocks of 128 keys; our Triton kernels launched from C++ elsewhere. Both
+# The registered attention (`get_attention("flash_hopper")`) takes this forward and the faster backward for the shape,
+# under one C++ autograd node: the CUDA backward of the next section at head dimension 128, and at 64 from 8,192 keys
+# and from 1,024 where the batch and the heads bring at least 1,024 of its blocks of 128 keys; our Triton kernels'
+# backward launched from C++ elsewhere. Both
 # passes at the table's shapes, as chapter 07's sweep times them (inputs (B, H, N, d), the forward with autograd
 # recording, forward+backward), in one process with our Triton kernels and SDPA's two back ends, each the fastest of
 # {glue:text}`hopper_rounds` calls of `do_bench` taken in turn (one call's median moves by several percent from call
@@ -213,7 +215,7 @@ report.glue_all("hopper_backward", hopper.backward_facts(backward))
 # `attention="sdpa"` on one model, the two interleaved as chapter 17 times them ({glue:text}`hopper_model_steps`
 # timed steps each, ratio of medians with its 95 % interval), at the largest batch (a power of two up to
 # {glue:text}`hopper_max_batch`) whose eager step fits on the GPU. At this context and head dimension 64
-# `flash_hopper` takes its own forward (causal, from 2,048 keys) and, at these batches, its own backward; the 2.7B
+# `flash_hopper` takes its own forward and, at these batches, its own backward; the 2.7B
 # preset's head dimension, 80, goes to the Triton kernels for both passes.
 
 # %% tags=["nbval-ignore-output"]

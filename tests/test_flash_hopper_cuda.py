@@ -184,6 +184,8 @@ def test_the_name_says_why_it_cannot_run(monkeypatch):
         forward_hopper_cuda(*(torch.randn(2, 8, 64, dtype=torch.bfloat16),) * 3)
     with pytest.raises(ValueError, match="flash_hopper computes in float16 or bfloat16"):
         forward_hopper_cuda(*(torch.randn(2, 8, 64),) * 3)
+    with pytest.raises(ValueError, match=r"name all of stages, pingpong and consumers or none, not \(2, None, 3\)"):
+        forward_hopper_cuda(*(torch.randn(2, 8, 64, dtype=torch.bfloat16),) * 3, stages=2, consumers=3)
     gpu = torch.device("cuda", 0)
     monkeypatch.setattr(hopper, "_build", lambda: pytest.fail("a reason needed a build"))
     monkeypatch.setattr(torch.version, "cuda", "13.0")
@@ -348,18 +350,15 @@ def test_gpu_the_attention_takes_the_faster_backward_for_the_shape(d, shape, cau
 
 @pytest.mark.gpu
 @HOPPER
-@pytest.mark.parametrize("d, n, causal, which", [(128, 1024, True, "hopper"), (128, 1024, False, "hopper"),
-                                                 (64, 16384, True, "hopper"), (64, 8192, True, "hopper"),
-                                                 (64, 8192, False, "triton"), (64, 2048, True, "hopper"),
-                                                 (64, 1024, True, "triton"), (64, 4096, False, "triton")])
-def test_gpu_the_attention_takes_the_faster_forward_for_the_shape(d, n, causal, which):
-    # flash_hopper's forward is, bit for bit, the one chosen for the shape, its O laid out (B, N, H, d) either way
+@pytest.mark.parametrize("d, n, causal, consumers", [(128, 1024, True, 2), (128, 1024, False, 2), (64, 16384, True, 3),
+                                                     (64, 2048, True, 3), (64, 2047, True, 2), (64, 1024, True, 2),
+                                                     (64, 512, True, 2), (64, 8192, False, 3), (64, 1024, False, 3)])
+def test_gpu_the_attention_takes_the_faster_forward_for_the_shape(d, n, causal, consumers):
+    # flash_hopper's forward is, bit for bit, the Hopper forward with the variant chosen for the shape (two consumer
+    # warpgroups where causal queries see fewer than 2,048 keys), its O laid out (B, N, H, d)
     q, k, v = (torch.randn(1, 2, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     o, L = torch.ops.systems_flash.hopper_attention_forward(q, k, v, causal)
-    if which == "hopper":
-        want = forward_hopper_cuda(q, k, v, causal, consumers=3 if d == 64 else 2)
-    else:
-        want = torch.ops.systems_flash.triton_forward(q, k, v, causal)
+    want = forward_hopper_cuda(q, k, v, causal, 3, True, consumers)
     assert torch.equal(o, want[0]) and torch.equal(L, want[1])
     assert o.transpose(1, 2).is_contiguous()
     out = flash_attention_hopper(q, k, v, causal)

@@ -20,8 +20,13 @@ inline bool valid(const Variant& variant, int head_dim) {
          (variant.consumers == 2 || (variant.consumers == 3 && head_dim == 64));
 }
 
-// The variant that ran fastest on the H100 at `head_dim` (book/log.md has the ablation).
-inline Variant fastest(int head_dim) { return {3, true, head_dim == 64 ? 3 : 2}; }
+// The variant that ran fastest for the shape (book/log.md has the ablation and the runs): a ring of 3 and ping-pong;
+// at head dim 64 three consumers, but two where causal queries see fewer than 2,048 keys (2026-11-29). There a tile
+// of 192 queries is slower than two of 128: each of its consumers walks the keys its last consumer sees, and at short
+// causal lengths more of those products lie wholly above the diagonal.
+inline Variant fastest(int head_dim, bool is_causal, int64_t keys) {
+  return {3, true, head_dim == 64 && !(is_causal && keys < 2048) ? 3 : 2};
+}
 
 // O and the log-sum-exp L (fp32, (B, H, Nq) contiguous, natural log) from Q, K, V, whose rows the copy engine reads
 // (16-byte aligned data and strides); next_item is an int of scratch (the persistent grid's counter, zeroed on the

@@ -1,10 +1,10 @@
 // The CUDA kernel of the op systems_flash::hopper_forward (declared with its Meta kernel in flash.cpp; the kernel in
 // flash_hopper_forward.cu, built for sm_90a only) and of hopper_forward_variant, the same forward with its ring depth
 // and ping-pong chosen for the ablation; of hopper_backward (flash_hopper_backward.cu); and of
-// hopper_attention_forward and hopper_attention_backward, which take the Hopper kernels where they are the faster and
-// the Triton kernels launched from C++ elsewhere (systems_flash::triton_forward and ::triton_backward,
-// ../flash_triton/host.cpp). hopper_attention ties those two together under the C++ autograd node of
-// flash_autograd.h.
+// hopper_attention_forward (the Hopper forward, its variant chosen for the shape) and hopper_attention_backward, which
+// takes the Hopper backward where it is the faster and the Triton kernels' backward launched from C++ elsewhere
+// (systems_flash::triton_backward, ../flash_triton/host.cpp). hopper_attention ties those two together under the C++
+// autograd node of flash_autograd.h.
 
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -60,7 +60,7 @@ std::tuple<Tensor, Tensor> hopper_forward_variant(const Tensor& q, const Tensor&
 }
 
 std::tuple<Tensor, Tensor> hopper_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal) {
-  const auto fastest = systems_flash_hopper::fastest(static_cast<int>(q.size(3)));
+  const auto fastest = systems_flash_hopper::fastest(static_cast<int>(q.size(3)), is_causal, k.size(2));
   return hopper_forward_variant(q, k, v, is_causal, fastest.stages, fastest.pingpong, fastest.consumers);
 }
 
@@ -96,29 +96,15 @@ struct TritonBackward {
   static constexpr const char* backward = "systems_flash::triton_backward";
 };
 
-// Where the Hopper forward is the faster of it and the Triton kernels' forward, in the runs of book/log.md
-// (2026-11-27; 2026-11-29 for its persistent grid and the order of its last heads): at head dim 128 at every length
-// measured (1,024 to 32,768 keys); at 64 causal from 2,048 keys, with q, k and v laid out (B, H, N, d) or (B, N, H, d)
-// in memory. At 512 and 1,024 keys it was the faster of the two in the second layout and the slower in the first.
-// Without the mask at head dim 64 the Triton forward is the faster at the lengths timed (2,048 to 16,384 keys).
-bool hopper_forward_is_faster(const Tensor& k, bool is_causal) {
-  return k.size(3) == 128 || (is_causal && k.size(2) >= 2048);
-}
-
-struct TritonForward {
-  static constexpr const char* forward = "systems_flash::triton_forward";
-};
-
-// hopper_attention's forward, the faster of the two for the shape, its outputs laid out as the Triton kernels' host
-// path lays them out either way (heads_interleaved_outputs), so the Meta kernel has one layout to promise.
+// hopper_attention's forward: the Hopper forward, its variant chosen for the shape, the faster of it and the Triton
+// kernels' forward at every shape of the log's runs at head dims 64 and 128 (2026-11-29), its outputs laid out as the
+// Triton kernels' host path lays them out (heads_interleaved_outputs), which the Meta kernel promises.
 std::tuple<Tensor, Tensor> hopper_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                                     bool is_causal) {
   check_cuda_inputs(q, k, v);
-  if (!hopper_forward_is_faster(k, is_causal)) {
-    return systems_flash::forward_op<TritonForward>().call(q, k, v, is_causal);
-  }
   auto [o, L] = systems_flash::heads_interleaved_outputs(q);
-  run_forward(q, k, v, is_causal, systems_flash_hopper::fastest(static_cast<int>(q.size(3))), o, L);
+  run_forward(q, k, v, is_causal, systems_flash_hopper::fastest(static_cast<int>(q.size(3)), is_causal, k.size(2)),
+              o, L);
   return {o, L};
 }
 

@@ -4,11 +4,12 @@ producer to the consumers, the consumers taking turns at the tensor cores, and a
 their next query tile while they finish the last (FlashAttention-3's design). A backward in the forward's shape (``flash_hopper_backward.cu``: one pass, a
 persistent grid of dK/dV blocks with dQ added up by the copy engine as it goes; dK/dV then dQ under deterministic
 algorithms) is here too, :func:`backward_hopper_cuda`. Registered as ``flash_hopper``: under one C++ autograd node
-(``torch.ops.systems_flash.hopper_attention``), whichever forward and whichever backward is the faster for the
-shape, these kernels or the Triton kernels launched from C++: the forward here at head dim 128 and at 64 causal from
-2,048 keys; the backward here at head dim 128, and at 64 from 8,192 keys and from 1,024 where batch and heads give it
-enough blocks to fill the GPU eight times over (``hopper_backward_is_faster`` in ``flash_hopper_ops.cpp``; chapter 20
-times both, ``book/log.md`` has every version's numbers). Its output is laid out as the Triton kernels' is,
+(``torch.ops.systems_flash.hopper_attention``), this forward with its variant chosen for the shape (two consumer
+warpgroups where causal queries see fewer than 2,048 keys, three elsewhere at head dim 64: ``fastest`` in
+``flash_hopper.h``), and whichever backward is the faster for the shape, this one or the Triton kernels' launched
+from C++: this one at head dim 128, and at 64 from 8,192 keys and from 1,024 where batch and heads give it enough
+blocks to fill the GPU eight times over (``hopper_backward_is_faster`` in ``flash_hopper_ops.cpp``; chapter 20 times
+both, ``book/log.md`` has every version's numbers). Its output is laid out as the Triton kernels' is,
 (B, N, H, d) in memory, so the model's reshape of it is a view.
 
 It runs on sm_90 GPUs (H100, H200), bf16 and fp16, head dims 64 and 128; other inputs go to the portable Triton
@@ -16,7 +17,7 @@ kernel. The kernel is built on first use for ``sm_90a`` (nvcc), beside the Trito
 
     from systems.attention.flash_cpp.hopper import flash_attention_hopper, forward_hopper_cuda
     o = flash_attention_hopper(q, k, v, is_causal=True)                           # with autograd
-    o, L = forward_hopper_cuda(q, k, v, is_causal=True, stages=2, pingpong=False)  # the ablation's forward alone
+    o, L = forward_hopper_cuda(q, k, v, True, stages=2, pingpong=False, consumers=2)  # one variant's forward
 """
 
 from __future__ import annotations
@@ -107,11 +108,18 @@ def backward_hopper_cuda(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: t
     return dq.view(q.shape), dk.view(k.shape), dv.view(v.shape)
 
 
-def forward_hopper_cuda(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False, stages: int = 3,
-                        pingpong: bool = True, consumers: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
-    """The forward alone, no autograd, with the ring depth (2 or 3), the ping-pong and the consumer warpgroups (2, or
-    3 at head dim 64) chosen: O like q and the log-sum-exp L (B, [H,] Nq) in fp32, natural log."""
+def forward_hopper_cuda(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False,
+                        stages: int | None = None, pingpong: bool | None = None,
+                        consumers: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The forward alone, no autograd: O like q and the log-sum-exp L (B, [H,] Nq) in fp32, natural log. Without a
+    variant it runs as ``flash_hopper`` runs it for the shape; the ablation names all three of the ring depth (2 or
+    3), the ping-pong and the consumer warpgroups (2, or 3 at head dim 64)."""
+    variant = (stages, pingpong, consumers)
+    if None in variant and variant != (None, None, None):
+        raise ValueError(f"forward_hopper_cuda: name all of stages, pingpong and consumers or none, not {variant}")
     _check_kernel_inputs(q, k, v, is_causal)
-    o, L = torch.ops.systems_flash.hopper_forward_variant(as_4d(q), as_4d(k), as_4d(v), is_causal, stages, pingpong,
-                                                          consumers)
+    if variant == (None, None, None):
+        o, L = torch.ops.systems_flash.hopper_forward(as_4d(q), as_4d(k), as_4d(v), is_causal)
+    else:
+        o, L = torch.ops.systems_flash.hopper_forward_variant(as_4d(q), as_4d(k), as_4d(v), is_causal, *variant)
     return o.view(q.shape), L.view(q.shape[:-1])
