@@ -21,9 +21,9 @@ inline bool valid(const Variant& variant, int head_dim) {
 }
 
 // The variant that ran fastest for the shape (book/log.md has the ablation and the runs): a ring of 3 and ping-pong;
-// at head dim 64 three consumers, but two where causal queries see fewer than 2,048 keys (2026-11-29). There a tile
-// of 192 queries is slower than two of 128: each of its consumers walks the keys its last consumer sees, and at short
-// causal lengths more of those products lie wholly above the diagonal.
+// at head dim 64 three consumers, but two where causal queries see fewer than 2,048 keys (2026-11-29), where a tile
+// of 192 queries was the slower, likely because each of its consumers walks the keys its last consumer sees, and at
+// short causal lengths more of those products lie wholly above the diagonal.
 inline Variant fastest(int head_dim, bool is_causal, int64_t keys) {
   return {3, true, head_dim == 64 && !(is_causal && keys < 2048) ? 3 : 2};
 }
