@@ -59,8 +59,13 @@ std::tuple<Tensor, Tensor> hopper_forward_variant(const Tensor& q, const Tensor&
   return {o, L};
 }
 
+// The forward's variant for the shape: hopper_forward and hopper_attention_forward run the same one.
+systems_flash_hopper::Variant variant_for(const Tensor& q, const Tensor& k, bool is_causal) {
+  return systems_flash_hopper::fastest(static_cast<int>(q.size(3)), is_causal, k.size(2));
+}
+
 std::tuple<Tensor, Tensor> hopper_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal) {
-  const auto fastest = systems_flash_hopper::fastest(static_cast<int>(q.size(3)), is_causal, k.size(2));
+  const auto fastest = variant_for(q, k, is_causal);
   return hopper_forward_variant(q, k, v, is_causal, fastest.stages, fastest.pingpong, fastest.consumers);
 }
 
@@ -103,8 +108,7 @@ std::tuple<Tensor, Tensor> hopper_attention_forward(const Tensor& q, const Tenso
                                                     bool is_causal) {
   check_cuda_inputs(q, k, v);
   auto [o, L] = systems_flash::heads_interleaved_outputs(q);
-  run_forward(q, k, v, is_causal, systems_flash_hopper::fastest(static_cast<int>(q.size(3)), is_causal, k.size(2)),
-              o, L);
+  run_forward(q, k, v, is_causal, variant_for(q, k, is_causal), o, L);
   return {o, L};
 }
 
