@@ -293,17 +293,32 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
     issue_s(r);
     issue_dp(r);
   };
+  // L, then D, of this lane's queries in a tile (8 n + 2 t + c), from shared memory: without the mask read before
+  // the wait for the product that needs them, where their latency runs under it; with the mask after, which was the
+  // faster there (book/log.md, 2026-11-29)
+  constexpr bool ROWS_EARLY = !CAUSAL;
+  float2 row_pairs[8];
+  auto read_rows = [&](const float* rows) {
+#pragma unroll
+    for (int n = 0; n < 8; ++n) row_pairs[n] = *reinterpret_cast<const float2*>(rows + 8 * n + 2 * t);  // 2 t even
+  };
+  auto lse_early = [&](int r) {
+    if constexpr (ROWS_EARLY) read_rows(sh.lse[r % STAGES]);
+  };
+  auto delta_early = [&](int r) {
+    if constexpr (ROWS_EARLY) read_rows(sh.delta[r % STAGES]);
+  };
   // once S^T is in: P^T, and dV += P^T dO issued
   auto probabilities = [&](int r) {
     // the tile's first query less the consumer's first key: a key past a query where the difference of their
     // offsets from those, keys_less_columns + 8 (e >> 1) - (8 n + c), exceeds it
     const int stage = r % STAGES, past = (tiles.shift + r) * ROWS - my_k0;
-    const float* lse = sh.lse[stage];  // this lane's queries: 8 n + 2 t + c in the tile
     fence_registers(s);
+    if constexpr (!ROWS_EARLY) read_rows(sh.lse[stage]);
     const bool diagonal = CAUSAL && past < ROWS - 1;  // some key of this consumer's past some query
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
-      const float2 l = *reinterpret_cast<const float2*>(lse + 8 * n + 2 * t);  // 8-byte aligned: 2 t is even
+      const float2 l = row_pairs[n];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int c = e & 1;
@@ -317,11 +332,11 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
   };
   // once dP^T is in: dS^T = P^T (dP^T - D), in dp's registers
   auto score_gradients = [&](int r) {
-    const float* dd = sh.delta[r % STAGES];
     fence_registers(dp);
+    if constexpr (!ROWS_EARLY) read_rows(sh.delta[r % STAGES]);
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
-      const float2 pair = *reinterpret_cast<const float2*>(dd + 8 * n + 2 * t);
+      const float2 pair = row_pairs[n];
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         const float d = c ? pair.y : pair.x;
@@ -434,8 +449,10 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
   if constexpr (HEAD_DIM == 64) {
     if (tiles.end > tiles.first) {
       issue_scores(tiles.first);
+      lse_early(tiles.first);
       wgmma_wait<1>();  // S^T
       probabilities(tiles.first);
+      delta_early(tiles.first);
       wgmma_wait<1>();  // dP^T
       score_gradients(tiles.first);
       wgmma_wait<0>();  // dV: P^T's registers free
@@ -452,16 +469,20 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
           issue_dq(r - 1);
           issue_dp(r);
           issue_dk(r - 1);
+          lse_early(r);
           wgmma_wait<3>();  // S^T
           probabilities(r);
+          delta_early(r);
           wgmma_wait<3>();  // the last tile's dQ share
           add_dq(r - 1);
           wgmma_wait<2>();  // dP^T
         } else {
           issue_scores(r);
           issue_dk(r - 1);
+          lse_early(r);
           wgmma_wait<2>();  // S^T
           probabilities(r);
+          delta_early(r);
           wgmma_wait<2>();  // dP^T
         }
         score_gradients(r);
@@ -484,8 +505,10 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
   } else {  // head dim 128: dK and dV take 128 registers, too many to hold dS^T's across the next tile's products
     for (int r = tiles.first; r < tiles.end; ++r) {
       issue_scores(r);
+      lse_early(r);
       wgmma_wait<1>();  // S^T
       probabilities(r);
+      delta_early(r);
       wgmma_wait<1>();  // dP^T
       score_gradients(r);
       wgmma_wait<0>();  // dV: P^T's registers free
@@ -733,9 +756,10 @@ namespace {
 
 // Ring depths: a consumer that leaves a tile's last product running into the next tile hands its stage back one
 // tile later, so the producer needs a third stage to stay a tile ahead (the dQ pass, and dK/dV at head dim 64); at
-// head dim 128 two fill the block's shared memory
-template <int HEAD_DIM>
-constexpr int DKDV_STAGES = HEAD_DIM == 64 ? 3 : 2;
+// head dim 128 two fill the block's shared memory. At head dim 64 without the mask a fourth is the faster with L and D
+// read early, with the mask the slower (book/log.md, 2026-11-29).
+template <int HEAD_DIM, bool CAUSAL>
+constexpr int DKDV_STAGES = HEAD_DIM == 128 ? 2 : CAUSAL ? 3 : 4;
 constexpr int DQ_STAGES = 3;
 
 template <typename T, int HEAD_DIM, bool CAUSAL>
@@ -756,8 +780,8 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
   }
   if (dq_acc != nullptr) {
     constexpr int SHARED =
-        BACKWARD_SHARED_ROUNDED<HEAD_DIM, DKDV_STAGES<HEAD_DIM>> + sizeof(DqShared<HEAD_DIM>) + 1024;
-    constexpr auto one_pass = hopper_bwd_dkdv_kernel<T, HEAD_DIM, DKDV_STAGES<HEAD_DIM>, CAUSAL, true>;
+        BACKWARD_SHARED_ROUNDED<HEAD_DIM, DKDV_STAGES<HEAD_DIM, CAUSAL>> + sizeof(DqShared<HEAD_DIM>) + 1024;
+    constexpr auto one_pass = hopper_bwd_dkdv_kernel<T, HEAD_DIM, DKDV_STAGES<HEAD_DIM, CAUSAL>, CAUSAL, true>;
     const cudaError_t error = systems_flash_cuda::allow_shared<one_pass>(SHARED);
     if (error != cudaSuccess) return error;
     one_pass<<<std::min(key_block_count(p), multiprocessors()), THREADS, SHARED, stream>>>(k128, v128, q64, do64, p, L,
@@ -766,9 +790,9 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
         p, dq_acc, dq);
     return cudaGetLastError();
   }
-  constexpr int DKDV_SHARED = sizeof(BackwardShared<HEAD_DIM, DKDV_STAGES<HEAD_DIM>>) + 1024;
+  constexpr int DKDV_SHARED = sizeof(BackwardShared<HEAD_DIM, DKDV_STAGES<HEAD_DIM, CAUSAL>>) + 1024;
   constexpr int DQ_SHARED = sizeof(BackwardShared<HEAD_DIM, DQ_STAGES>) + 1024;
-  constexpr auto dkdv = hopper_bwd_dkdv_kernel<T, HEAD_DIM, DKDV_STAGES<HEAD_DIM>, CAUSAL, false>;
+  constexpr auto dkdv = hopper_bwd_dkdv_kernel<T, HEAD_DIM, DKDV_STAGES<HEAD_DIM, CAUSAL>, CAUSAL, false>;
   constexpr auto dq_kernel = hopper_bwd_dq_kernel<T, HEAD_DIM, DQ_STAGES, CAUSAL>;
   for (cudaError_t error : {systems_flash_cuda::allow_shared<dkdv>(DKDV_SHARED),
                             systems_flash_cuda::allow_shared<dq_kernel>(DQ_SHARED)}) {
