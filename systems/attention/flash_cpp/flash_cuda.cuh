@@ -343,13 +343,14 @@ __global__ void __launch_bounds__(DELTA_THREADS)
   }
 }
 
-// delta = rowsum(dO * O), and `zero_floats` floats from `zeros` (16-byte aligned, a multiple of 4) set to 0.
+// delta = rowsum(dO * O), and `zero_floats` floats from `zeros` (16-byte aligned, a multiple of 4) set to 0: the one
+// pass's dQ accumulator, none where `zeros` is null (two passes).
 template <typename T, int HEAD_DIM>
 cudaError_t launch_delta(const Problem& p, Rows o, Rows dout, float* delta, float* zeros, int64_t zero_floats,
                          cudaStream_t stream) {
   const int64_t threads = int64_t(p.batch) * p.heads * p.n_queries * (HEAD_DIM / 8);
   delta_kernel<T, HEAD_DIM><<<(threads + DELTA_THREADS - 1) / DELTA_THREADS, DELTA_THREADS, 0, stream>>>(
-      p, o, dout, delta, reinterpret_cast<float4*>(zeros), zero_floats / 4);
+      p, o, dout, delta, reinterpret_cast<float4*>(zeros), zeros == nullptr ? 0 : zero_floats / 4);
   return cudaGetLastError();
 }
 

@@ -338,8 +338,7 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
                             Rows dq, Rows dk, Rows dv, float* dq_acc, cudaStream_t stream) {
   constexpr int NUM_WARPS = 8, DKDV_PART_Q = HEAD_DIM == 64 ? 64 : 32, DQ_BLOCK_K = 64;
   constexpr int BLOCK_ROWS = 16 * NUM_WARPS;  // the keys of a dK/dV block, the queries of a dQ block
-  cudaError_t error =
-      launch_delta<T, HEAD_DIM>(p, o, dout, delta, dq_acc, dq_acc == nullptr ? 0 : dq_accumulator_size(p), stream);
+  cudaError_t error = launch_delta<T, HEAD_DIM>(p, o, dout, delta, dq_acc, dq_accumulator_size(p), stream);
   if (error != cudaSuccess) return error;
 
   // the dK/dV pass, adding dQ up too (one pass) or not

@@ -766,7 +766,7 @@ template <typename T, int HEAD_DIM, bool CAUSAL>
 cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L,
                             float* delta, Rows dq, Rows dk, Rows dv, float* dq_acc, cudaStream_t stream) {
   if (const cudaError_t error = systems_flash_cuda::launch_delta<T, HEAD_DIM>(
-          p, o, dout, delta, dq_acc, dq_acc == nullptr ? 0 : systems_flash_hopper::dq_accumulator_size(p), stream);
+          p, o, dout, delta, dq_acc, systems_flash_hopper::dq_accumulator_size(p), stream);
       error != cudaSuccess) {
     return error;
   }
