@@ -201,7 +201,10 @@ report.glue_all("hopper_backward", hopper.backward_facts(backward))
 # of keys from a counter in the order the hardware launches them (the last heads, causal, block by block across them as
 # in the forward), so one block's start and end run under the products of the others; with each consumer's index passed
 # through a warp shuffle, so that the compiler keeps the wgmma descriptors in uniform registers, it got faster at every
-# shape the log's runs timed on an H200. The registered attention takes this backward where the runs recorded in the
+# shape the log's runs timed on an H200. With the mask, a block's first query tile ends before its second consumer's
+# keys; at head dimension 128 that consumer now skips the tile's products (its dSᵀ is zeros, and it still adds its
+# half of dQ's columns), which made the backward faster on an H200 where blocks walk few tiles, up to 2,048 keys, and
+# left it level at 16,384 and 32,768. The registered attention takes this backward where the runs recorded in the
 # log found it the faster: at head dimension 128 at every length; at 64 from 8,192 keys, and from 1,024 where the batch
 # and the heads give it at least 1,024 blocks (eight waves of 132 SMs: with fewer, how the causally uneven blocks fall
 # into waves decides which is the faster), and the Triton one elsewhere. The experiment log (`book/log.md`) has every

@@ -503,7 +503,29 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
       release_own();
     }
   } else {  // head dim 128: dK and dV take 128 registers, too many to hold dS^T's across the next tile's products
-    for (int r = tiles.first; r < tiles.end; ++r) {
+    // Causal, consumer 1's first query tile ends before its first key (the tile holding the block's first key): its
+    // P^T and dS^T are zeros, so it issues none of its products, S^T, dP^T, dV and dK, and no exponentials; in one
+    // pass it still adds its half of the tile's dQ columns, over consumer 0's dS^T and its own as zeros. It waits
+    // for the tile's stage to be full first, so that its arrival on `empty` is for this use of the stage. (At head
+    // dim 64 the same skip, in the loop's first turn, made ptxas recompute the descriptors in the tile loop.)
+    int r = tiles.first;
+    if (CAUSAL && (tiles.shift + r + 1) * ROWS <= my_k0 && r < tiles.end) {
+      barrier_wait(&sh.full[r % STAGES], (r / STAGES) & 1);
+#pragma unroll
+      for (int kk = 0; kk < ROWS / 16; ++kk) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) dst[kk][i] = 0u;
+      }
+      if constexpr (ONE_PASS) {
+        issue_dq(r);
+        wgmma_wait<0>();
+        add_dq(r);
+      }
+      if (lane == 0) barrier_arrive(&sh.empty[r % STAGES]);
+      if (r == tiles.end - 1) release_own();
+      ++r;
+    }
+    for (; r < tiles.end; ++r) {
       issue_scores(r);
       lse_early(r);
       wgmma_wait<1>();  // S^T
