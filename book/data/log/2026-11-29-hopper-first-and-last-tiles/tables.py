@@ -62,3 +62,6 @@ for shape in dict.fromkeys(r["shape"] for r in ab):
 print("e: largest gradient difference over cuDNN's largest:",
       f"{max(max(r['err']) for r in ab if 'err' in r and r['tree'] == 'e'):.1e}")
 print("GPU tests on e:", re.findall(r"=+ (.*) in [0-9.]+s.*=+", (HERE / "run4_pytest.log").read_text())[-1])
+run5 = (HERE / "run5_pytest.log").read_text()
+print("Run 5 on main as committed:", run5.count(" PASSED"), "passed,", run5.count(" FAILED"), "failed, of",
+      re.search(r"(\d+) selected", run5).group(1), "selected")
