@@ -507,7 +507,8 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
     // P^T and dS^T are zeros, so it issues none of its products, S^T, dP^T, dV and dK, and no exponentials; in one
     // pass it still adds its half of the tile's dQ columns, over consumer 0's dS^T and its own as zeros. It waits
     // for the tile's stage to be full first, so that its arrival on `empty` is for this use of the stage. (At head
-    // dim 64 the same skip, in the loop's first turn, made ptxas recompute the descriptors in the tile loop.)
+    // dim 64 the same skip, before the tile loop, made ptxas recompute the wgmma descriptors inside it: book/log.md,
+    // 2026-11-29.)
     int r = tiles.first;
     if (CAUSAL && (tiles.shift + r + 1) * ROWS <= my_k0 && r < tiles.end) {
       barrier_wait(&sh.full[r % STAGES], (r / STAGES) & 1);
