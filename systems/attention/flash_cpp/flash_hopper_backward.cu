@@ -308,14 +308,18 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
   auto delta_early = [&](int r) {
     if constexpr (ROWS_EARLY) read_rows(sh.delta[r % STAGES]);
   };
+  // Causal, the mask reaches the query tiles before `unmasked`, where `past` (below) is less than ROWS - 1: the first
+  // one or two of the walk. The loops over tiles take those apart (masked: std::true_type or std::false_type), so that
+  // the others carry no compare and select per element.
+  const int unmasked = CAUSAL ? (my_k0 + 2 * ROWS - 2) / ROWS - tiles.shift : tiles.first;
   // once S^T is in: P^T, and dV += P^T dO issued
-  auto probabilities = [&](int r) {
+  auto probabilities = [&](int r, auto masked) {
     // the tile's first query less the consumer's first key: a key past a query where the difference of their
     // offsets from those, keys_less_columns + 8 (e >> 1) - (8 n + c), exceeds it
     const int stage = r % STAGES, past = (tiles.shift + r) * ROWS - my_k0;
+    constexpr bool MASKED = decltype(masked)::value;
     fence_registers(s);
     if constexpr (!ROWS_EARLY) read_rows(sh.lse[stage]);
-    const bool diagonal = CAUSAL && past < ROWS - 1;  // some key of this consumer's past some query
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
       const float2 l = row_pairs[n];
@@ -323,7 +327,7 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
       for (int e = 0; e < 4; ++e) {
         const int c = e & 1;
         float pv = fast_exp2(fmaf(s[4 * n + e], qk_scale, -(c ? l.y : l.x) * LOG2E));
-        if (diagonal && keys_less_columns > past + 8 * n + c - 8 * (e >> 1)) pv = 0.f;
+        if (MASKED && keys_less_columns > past + 8 * n + c - 8 * (e >> 1)) pv = 0.f;
         s[4 * n + e] = pv;
       }
     }
@@ -451,14 +455,14 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
       issue_scores(tiles.first);
       lse_early(tiles.first);
       wgmma_wait<1>();  // S^T
-      probabilities(tiles.first);
+      probabilities(tiles.first, std::bool_constant<CAUSAL>{});
       delta_early(tiles.first);
       wgmma_wait<1>();  // dP^T
       score_gradients(tiles.first);
       wgmma_wait<0>();  // dV: P^T's registers free
       fence_registers(dv);
       to_operand<T, ROWS>(dst, dp);
-      for (int r = tiles.first + 1; r < tiles.end; ++r) {
+      auto step = [&](int r, auto masked) {
         // the tensor cores take this tile's S^T and dP^T and the last tile's dK in a row, while the exponentials of
         // this tile wait for S^T alone; one pass issues the last tile's dQ share after S^T (its dS^T stores and
         // barrier run under S^T) and hands it to the copy engine after the exponentials, not before them (4 % off
@@ -471,7 +475,7 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
           issue_dk(r - 1);
           lse_early(r);
           wgmma_wait<3>();  // S^T
-          probabilities(r);
+          probabilities(r, masked);
           delta_early(r);
           wgmma_wait<3>();  // the last tile's dQ share
           add_dq(r - 1);
@@ -481,7 +485,7 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
           issue_dk(r - 1);
           lse_early(r);
           wgmma_wait<2>();  // S^T
-          probabilities(r);
+          probabilities(r, masked);
           delta_early(r);
           wgmma_wait<2>();  // dP^T
         }
@@ -491,7 +495,12 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
         fence_registers(dv);
         if (lane == 0) barrier_arrive(&sh.empty[(r - 1) % STAGES]);  // the last tile's Q and dO read
         to_operand<T, ROWS>(dst, dp);
+      };
+      int r = tiles.first + 1;
+      if constexpr (CAUSAL) {
+        for (; r < min(unmasked, tiles.end); ++r) step(r, std::true_type{});
       }
+      for (; r < tiles.end; ++r) step(r, std::false_type{});
       if constexpr (ONE_PASS) issue_dq(tiles.end - 1);
       issue_dk(tiles.end - 1);
       wgmma_wait<0>();
@@ -526,11 +535,11 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
       if (r == tiles.end - 1) release_own();
       ++r;
     }
-    for (; r < tiles.end; ++r) {
+    auto step = [&](int r, auto masked) {
       issue_scores(r);
       lse_early(r);
       wgmma_wait<1>();  // S^T
-      probabilities(r);
+      probabilities(r, masked);
       delta_early(r);
       wgmma_wait<1>();  // dP^T
       score_gradients(r);
@@ -547,7 +556,11 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
       fence_registers(dk);
       if (lane == 0) barrier_arrive(&sh.empty[r % STAGES]);
       if (r == tiles.end - 1) release_own();
+    };
+    if constexpr (CAUSAL) {
+      for (; r < min(unmasked, tiles.end); ++r) step(r, std::true_type{});
     }
+    for (; r < tiles.end; ++r) step(r, std::false_type{});
     if (tiles.end == tiles.first) release_own();
   }
   // the lane's keys again, from %tid read afresh: without the mask nothing in the loop needs them, and kept live
@@ -599,17 +612,19 @@ __device__ __forceinline__ void consume_dq(BackwardShared<HEAD_DIM, STAGES>& sh,
     issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(s, q_rows, shared_address(sh.walk_a[stage]));
     issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(dp, do_rows, shared_address(sh.walk_b[stage]));
   };
-  auto probabilities = [&](int j) {  // once S is in: P, in s's registers
+  // the key tiles from `first_edge` on run past the keys' end or (causal) past this consumer's first query: the last
+  // one or two; the loop over tiles takes them apart (edge: std::true_type or std::false_type), as the dK/dV pass does
+  const int first_edge = min(p.n_keys, CAUSAL ? my_q0 + 1 : p.n_keys) / ROWS;
+  auto probabilities = [&](int j, auto edge) {  // once S is in: P, in s's registers
     const int k0 = j * ROWS;
     fence_registers(s);
-    const bool edge = k0 + ROWS > p.n_keys || (CAUSAL && k0 + ROWS - 1 > my_q0);
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = k0 + 8 * n + 2 * t + (e & 1), query = row + 8 * (e >> 1);
         float pv = fast_exp2(fmaf(s[4 * n + e], qk_scale, -lse[e >> 1]));
-        if (edge && (key >= p.n_keys || (CAUSAL && key > query))) pv = 0.f;
+        if (decltype(edge)::value && (key >= p.n_keys || (CAUSAL && key > query))) pv = 0.f;
         s[4 * n + e] = pv;
       }
     }
@@ -627,23 +642,26 @@ __device__ __forceinline__ void consume_dq(BackwardShared<HEAD_DIM, STAGES>& sh,
   if (n_tiles > 0) {
     issue_scores(0);
     wgmma_wait<1>();  // S
-    probabilities(0);
+    probabilities(0, std::true_type{});
     wgmma_wait<0>();  // dP
     score_gradients();
     to_operand<T, ROWS>(ds, dp);
-    for (int j = 1; j < n_tiles; ++j) {
+    auto step = [&](int j, auto edge) {
       // this tile's S and dP and the last tile's dQ in a row; the exponentials wait for S alone
       issue_scores(j);
       issue_dq(j - 1);
       wgmma_wait<2>();  // S
-      probabilities(j);
+      probabilities(j, edge);
       wgmma_wait<1>();  // dP
       score_gradients();
       wgmma_wait<0>();  // the last tile's dQ: ds's registers free
       fence_registers(dq);
       if (lane == 0) barrier_arrive(&sh.empty[(j - 1) % STAGES]);  // the last tile's K and V read
       to_operand<T, ROWS>(ds, dp);
-    }
+    };
+    int j = 1;
+    for (; j < min(first_edge, n_tiles); ++j) step(j, std::false_type{});
+    for (; j < n_tiles; ++j) step(j, std::true_type{});
     issue_dq(n_tiles - 1);
     wgmma_wait<0>();
     fence_registers(dq);
