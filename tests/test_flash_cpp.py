@@ -5,6 +5,12 @@ test requirements and on every machine the tests run on)."""
 
 from __future__ import annotations
 
+import fcntl
+import os
+import subprocess
+import sys
+import time
+
 import pytest
 import torch
 from flash_common import (SHAPE_CASES, TOL, assert_close_to, bad_inputs, check_against_reference,
@@ -137,3 +143,48 @@ def test_without_a_compiler_it_says_why_and_the_package_still_imports(monkeypatc
                                                                      "build its extension"
     finally:
         flash_cpp._build.cache_clear()  # the next call finds the extension built and loads it again
+
+
+BUILD_A_TINY_EXTENSION = """
+import sys
+from pathlib import Path
+from systems.attention import flash_cpp
+print(flash_cpp.build_extension("systems_tiny", (Path(sys.argv[1]),), "a tiny extension"))
+"""
+
+
+def tiny_build(tmp_path):
+    """The command that builds a one-function extension into a fresh extensions folder, its environment, and the
+    folder torch builds it in."""
+    source = tmp_path / "tiny.cpp"
+    source.write_text("int systems_tiny_answer() { return 42; }\n")
+    env = os.environ | {"TORCH_EXTENSIONS_DIR": str(tmp_path / "extensions")}
+    build_directory = tmp_path / "extensions" / "systems_tiny"
+    build_directory.mkdir(parents=True)
+    return [sys.executable, "-c", BUILD_A_TINY_EXTENSION, str(source)], env, build_directory
+
+
+def test_a_build_stopped_half_way_does_not_hold_up_the_next(tmp_path):
+    command, env, build_directory = tiny_build(tmp_path)
+    (build_directory / "lock").touch()  # torch's lock file as a build killed half-way leaves it: torch waits forever
+    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert run.stdout.strip() == "None", run.stderr
+    assert not (build_directory / "lock").exists()
+
+
+def test_a_second_build_waits_for_the_first_and_says_so(tmp_path):
+    command, env, build_directory = tiny_build(tmp_path)
+    log = tmp_path / "stderr.txt"
+    with open(build_directory / "systems.lock", "w") as held, open(log, "w") as stderr:
+        fcntl.flock(held, fcntl.LOCK_EX)  # a build under way in another process
+        second = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        try:
+            deadline = time.monotonic() + 120
+            while "waiting for another process" not in log.read_text() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert "waiting for another process that is building a tiny extension" in log.read_text()
+            assert second.poll() is None
+        finally:
+            fcntl.flock(held, fcntl.LOCK_UN)
+        out, _ = second.communicate(timeout=300)
+    assert out.strip() == "None", log.read_text()

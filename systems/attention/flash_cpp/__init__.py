@@ -17,9 +17,10 @@ and the kernels written for Hopper (flash_hopper_forward.cu, flash_hopper_backwa
 flash_hopper_ops.cpp) are a third extension, built for sm_90a only: :mod:`.hopper`.
 
 Each extension is built on first use with ``torch.utils.cpp_extension`` (a C++ compiler and ninja; for the CUDA one,
-nvcc and a GPU too): a minute the first time, then from the cache in ``TORCH_EXTENSIONS_DIR``. Where one cannot be
-built, :func:`unavailable` says why and ``get_attention("flash_cpp")`` or ``get_attention("flash_cuda")`` still
-imports.
+nvcc and a GPU too): a minute the first time, then from the cache in ``TORCH_EXTENSIONS_DIR``. Processes that start
+together build it once, the others waiting; a build stopped half-way (Ctrl-C, a job killed) holds up none that
+follows. Where one cannot be built, :func:`unavailable` says why and ``get_attention("flash_cpp")`` or
+``get_attention("flash_cuda")`` still imports.
 
     from systems.attention.flash_cpp import flash_attention_cpp, flash_attention_cuda
     o = flash_attention_cpp(q, k, v, is_causal=True)    # (B, [H,] N, d) on the CPU
@@ -28,6 +29,7 @@ imports.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -59,15 +61,37 @@ def _ninja_on_path() -> bool:
     return shutil.which("ninja") is not None
 
 
+@contextlib.contextmanager
+def _sole_builder(build_directory: Path, what: str):
+    """Held while this process builds into ``build_directory``: a lock the operating system lets go of however the
+    process ends. Under it, the lock file ``torch.utils.cpp_extension`` keeps there while it builds can only be left
+    by a build that was stopped half-way, which torch would wait on forever; it is removed."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: torch's lock file alone
+        yield
+        return
+    with open(build_directory / "systems.lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"[systems] waiting for another process that is building {what} in {build_directory}",
+                  file=sys.stderr, flush=True)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        (build_directory / "lock").unlink(missing_ok=True)
+        yield
+
+
 def _load(name: str, sources: tuple[Path, ...], what: str, **flags) -> str | None:
     """Build and load one extension; None, or why it could not be built (the compiler's whole output on stderr)."""
-    from torch.utils.cpp_extension import load
+    from torch.utils.cpp_extension import _get_build_directory, load
 
     print(f"[systems] building {what} ({', '.join(s.name for s in sources)}; the first time takes a minute)",
           file=sys.stderr, flush=True)
     try:
-        load(name=name, sources=[str(s) for s in sources], extra_cflags=["-O3"], is_python_module=False,
-             verbose=False, **flags)
+        with _sole_builder(Path(_get_build_directory(name, verbose=False)), what):
+            load(name=name, sources=[str(s) for s in sources], extra_cflags=["-O3"], is_python_module=False,
+                 verbose=False, **flags)
     except (RuntimeError, OSError, ImportError) as exc:
         print(str(exc), file=sys.stderr, flush=True)
         return f"could not build its extension: {str(exc).strip().splitlines()[-1][:300]}"
