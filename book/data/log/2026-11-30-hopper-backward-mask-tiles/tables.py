@@ -33,3 +33,21 @@ for log in sorted(HERE.glob("run*_pytest.log")):
     passed = len(re.findall(r" PASSED", text))
     files = collections.Counter(m.group(1) for m in re.finditer(r"(tests/\w+\.py)::.*? PASSED", text))
     print(f"\n{log.name}: {passed} passed ({dict(files)}); last line: {text.strip().splitlines()[-1][:110]}")
+
+# What the one pass's time leaves to its instructions at the 2025 leaderboard's shape: its FLOP rate (5 products of
+# 2 n^2 d flops per head, halved by the mask), and per block-tile (128 keys by 64 queries, both consumers' products)
+# the cycles at that rate over the 132 SMs at 1,980 MHz, against the instructions one of an SM's four schedulers
+# issues for it (a warp of each consumer: the shortest ways through the change's loop at head dim 64, causal).
+B, H, n, d = 1, 16, 16384, 64
+flops = 5 * 2 * n * n * d * B * H / 2
+ms = best[("one", "1x16x16384x64", "k", "hopper backward")]
+tile_flops = 2 * 5 * 2 * 64 * 64 * d
+cycles = tile_flops / (flops / (ms * 1e-3) / 132) * 1.98e9
+c = [l for l in loops if l["tree"] == "c" and l["kernel"] == "hopper_bwd_dkdv_kernel" and l["head_dim"] == 64
+     and l["causal"] == 1 and l["one_pass"] == 1]
+paths = min(c, key=lambda l: l["instructions"])["paths"]
+# the ways through the loop: consumer 0's (it hands its dQ share over) the shorter, consumer 1's (it sums both) longer
+shortest = paths[0] + next(p for p in paths if p > paths[1])
+print(f"\none pass at {B}x{H}x{n}x{d}: {flops / (ms * 1e-3) / 1e12:.0f} TFLOP/s ({flops / (ms * 1e-3) / 989e12:.0%} of "
+      f"989); a block-tile takes {cycles:.0f} cycles at that rate; a scheduler issues {shortest} instructions or more "
+      f"for it (ways through the loop {paths}), {shortest / cycles:.0%} of those cycles")
