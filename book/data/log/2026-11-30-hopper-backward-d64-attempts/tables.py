@@ -47,6 +47,26 @@ products = 2 * 5 * 4 * 32  # two consumers, five products of four k16 steps, 32 
 print(f"\nleaderboard shape, m: {tiles} block-tiles, {tiles / 132:.0f} a multiprocessor; {cycles:.0f} cycles a tile at "
       f"1980 MHz; the tile's products at full rate {products} cycles: {products / cycles:.1%}")
 
+# Shared memory a block moves per query tile in the one pass at head dim 64, from the operands' sizes (an estimate,
+# KiB): per consumer S^T, dP^T and dQ read A and B from shared memory (4 KiB a k16 product, four each), dV and dK
+# read B alone (2 KiB), dS^T is stored (8), and L and D are read (16 two-float loads a warp, a wavefront each); per
+# block the dQ hand-over (16 written, read, written again, and read by the copy engine) and the copy engine's Q and dO.
+consumer = {"products": 3 * 4 * 4 + 2 * 4 * 2, "dS^T stores": 8, "L and D": 16 * 4 * 128 / 1024}
+block = {k: 2 * v for k, v in consumer.items()} | {"dQ hand-over": 4 * 16, "Q and dO copied in": 16}
+total = sum(block.values())
+print(f"shared memory a tile (estimate): {block}; {total:.0f} KiB, {total * 1024 / 128:.0f} cycles at 128 bytes a "
+      f"cycle; held K and V: {2 * 2 * 4 * 2} KiB less")
+import csv, gzip
+ncu = HERE.parent / "2026-11-29-hopper-backward-rows-early" / "run1_ncu_raw.csv.gz"
+with gzip.open(ncu, "rt") as f:
+    rows = list(csv.reader(f))
+metric = "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum.pct_of_peak_sustained_elapsed"
+for row in rows[2:]:
+    name = row[rows[0].index("Kernel Name")]
+    if "dkdv" in name or "bprop" in name:
+        print(f"Nsight Compute, 1x16x8192x64 not causal ({ncu.parent.name}): shared-memory wavefronts "
+              f"{float(row[rows[0].index(metric)]):.1f} % of peak, {'ours' if 'dkdv' in name else 'cuDNN'}")
+
 print("\nCPU: instructions a tile in the loops of the one-pass dK/dV kernel at head dim 64 (bf16), every way through")
 for row in map(json.loads, (HERE / "cpu_loop_paths.jsonl").read_text().splitlines()):
     if row["kernel"] == "hopper_bwd_dkdv_kernel" and row["head_dim"] == 64 and row["one_pass"] and row["paths"]:
@@ -62,6 +82,17 @@ for (kind, warpgroups), rows in rates.items():
     share = sum(r["of_peak"] for r in rows) / len(rows)
     per_product = rows[-1]["mean_cycles"] / (4096 * 4 * warpgroups)
     print(f"{kind:24s} {warpgroups} warpgroups: {share:.4f} of peak, {per_product:.2f} cycles a k16 product")
+
+print("\nrun 4: K (h1) and K and V (h2) held in registers, over m (m's two passes: one round, the trees' two)")
+run4 = fastest("run4_ab_bwd.jsonl")
+for passes, shape in dict.fromkeys((p, s) for p, s, _ in run4):
+    m, cudnn = run4[passes, shape, "m"], run4[passes, shape, "cudnn"]
+    tree = "h1" if passes == "one" else "h2"
+    print(f"{passes} {shape:28s} {tree}/m {run4[passes, shape, tree] / m:.3f}  m/cuDNN {m / cudnn:.3f}")
+print(f"largest gradient difference over cuDNN's largest: h1 {worst_error('run4_ab_bwd.jsonl', 'h1'):.1e}, "
+      f"h2 {worst_error('run4_ab_bwd.jsonl', 'h2'):.1e}")
+print("as compiled (bf16, head dim 64: stages, causal, one pass):")
+print((HERE / "cpu_spills.txt").read_text().strip())
 
 print("\nGPU tests")
 for name in ("run2_pytest_q.log", "run2_pytest_m.log", "run3_pytest_main.log"):
