@@ -137,6 +137,26 @@ __device__ __forceinline__ void wgmma_rs_n128(float (&d)[64], const uint32_t (&a
   }
 }
 
+// d (64 x 64, fp32) = or += A B, A from registers, B from shared memory K-major (issue_held_k_major's products):
+// `accumulate` 0 starts from zero
+template <typename T>
+__device__ __forceinline__ void wgmma_rs_n64_k_major(float (&d)[32], const uint32_t (&a)[4], uint64_t b,
+                                                     int accumulate) {
+  if constexpr (IS_BF16<T>) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
+  }
+}
+
 // ---- the tensor cores' side: descriptors, fences, groups ----
 
 // A shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"): start address, leading and stride byte
@@ -268,7 +288,7 @@ __device__ __forceinline__ void consumer_sync(int consumer) {
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 3, 256;\n" ::: "memory"); }
 
 
-// ---- the two kinds of product the kernels issue ----
+// ---- the three kinds of product the kernels issue ----
 
 // d (64 x N) = X Y^T from shared memory, both K-major over HEAD_DIM: HEAD_DIM / 16 products of k 16, each 32 bytes
 // further along a 128-byte row, past the first 64 columns in the tiles' second column half (X's halves X_HALF bytes
@@ -287,6 +307,33 @@ __device__ __forceinline__ void issue_k_major(float (&d)[N / 2], uint32_t x, uin
       wgmma_ss_n128<T>(d, a, b, kk);
     }
   }
+  wgmma_commit();
+}
+
+// A's fragments of four k16 products from registers (a (64, 64) operand), read from a consumer's 64 rows of a
+// tile in shared memory (128-byte swizzle: 16-byte chunk c of row r at c ^ (r % 8)), in to_operand's layout: a[kk][i]
+// at row 16 warp + lane / 4 + 8 (i % 2), columns 16 kk + 8 (i / 2) + 2 (lane % 4) and one more.
+__device__ __forceinline__ void load_operand(uint32_t (&a)[4][4], uint32_t rows, int warp, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = warp * 16 + lane / 4 + 8 * (i % 2), chunk = 2 * kk + i / 2;
+      asm volatile("ld.shared.b32 %0, [%1];\n"
+                   : "=r"(a[kk][i])
+                   : "r"(rows + row * 128 + ((chunk ^ (row % 8)) << 4) + 4 * (lane % 4))
+                   : "memory");
+    }
+  }
+}
+
+// d (64 x 64) = X Y^T at head dim 64 with X held in registers (load_operand's layout), Y a tile in shared memory,
+// K-major: the backward's S^T, dP^T, S and dP where a consumer keeps its own rows over every tile it walks.
+template <typename T>
+__device__ __forceinline__ void issue_held_k_major(float (&d)[32], const uint32_t (&x)[4][4], uint32_t y) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) wgmma_rs_n64_k_major<T>(d, x[kk], descriptor(y + kk * 32, 16, 1024), kk);
   wgmma_commit();
 }
 

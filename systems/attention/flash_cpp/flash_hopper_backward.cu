@@ -6,7 +6,8 @@
 // the Triton kernels take them at head dim 128 (../flash_triton/backward_kernels.py):
 //   preprocess  D = rowsum(dO * O) (delta_kernel, flash_cuda.cuh)
 //   dK/dV       a block owns 128 keys and walks the query tiles of 64 that see them; per tile, for its 64 keys
-//                 S^T = K Q^T and dP^T = V dO^T issued together (shared memory)
+//                 S^T = K Q^T and dP^T = V dO^T issued together (shared memory; two passes at head dim 64:
+//                   K and V held in registers)
 //                 P^T = exp2(S^T scale log2e - L log2e)          (under dP^T)
 //                 dV += P^T dO                                    (P^T from registers)
 //                 dS^T = P^T (dP^T - D);  dK += dS^T Q            (dS^T under dV; dS^T from registers)
@@ -17,7 +18,8 @@
 //               the one addition; at 128 half of dQ's columns over the block's 128 keys (both consumers' dS^T,
 //               a barrier between them: half the accumulators and half the additions)
 //   dQ          (two passes) a block owns 128 queries and walks the key tiles of 64 it sees; per tile, for its 64
-//               queries S = Q K^T and dP = dO V^T issued together; P = exp2(S scale log2e - L log2e);
+//               queries S = Q K^T and dP = dO V^T issued together (at head dim 64, Q and dO held in registers);
+//               P = exp2(S scale log2e - L log2e);
 //               dS = P (dP - D);  dQ += dS K
 // and at the end dK and dQ are scaled by the softmax scale.
 // Each consumer keeps the tensor cores fed across its tiles: the next tile's first two products are issued as soon as
@@ -280,14 +282,32 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
   float dk[HEAD_DIM / 2] = {}, dv[HEAD_DIM / 2] = {}, s[32], dp[32];
   uint32_t pt[ROWS / 16][4], dst[ROWS / 16][4];
 
+  // At head dim 64 in two passes this consumer's K and V, the A operands of S^T and dP^T in every tile, are held in
+  // registers (16 each), so that those products read only Q and dO from shared memory. The one pass, with dQ's 32
+  // accumulators besides, has the registers for K alone (and only with dS^T made from P^T's operand registers), and
+  // so held it was no faster (book/log.md, 2026-11-30)
+  constexpr bool HELD = HEAD_DIM == 64 && !ONE_PASS;
+  uint32_t k_held[4][4], v_held[4][4];
+  if constexpr (HELD) {
+    load_operand(k_held, k_rows, warp, lane);
+    load_operand(v_held, v_rows, warp, lane);
+  }
   // tile i's S^T and dP^T, issued together or (one pass) with the last tile's dQ share between them
   auto issue_s = [&](int r) {
     const int stage = r % STAGES;
     barrier_wait(&sh.full[stage], (r / STAGES) & 1);
-    issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(s, k_rows, shared_address(sh.walk_a[stage]));  // K Q^T
+    if constexpr (HELD) {
+      issue_held_k_major<T>(s, k_held, shared_address(sh.walk_a[stage]));  // K Q^T
+    } else {
+      issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(s, k_rows, shared_address(sh.walk_a[stage]));
+    }
   };
   auto issue_dp = [&](int r) {
-    issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(dp, v_rows, shared_address(sh.walk_b[r % STAGES]));
+    if constexpr (HELD) {
+      issue_held_k_major<T>(dp, v_held, shared_address(sh.walk_b[r % STAGES]));  // V dO^T
+    } else {
+      issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(dp, v_rows, shared_address(sh.walk_b[r % STAGES]));
+    }
   };
   auto issue_scores = [&](int r) {
     issue_s(r);
@@ -606,11 +626,20 @@ __device__ __forceinline__ void consume_dq(BackwardShared<HEAD_DIM, STAGES>& sh,
   }
   float dq[HEAD_DIM / 2] = {}, s[32], dp[32];
   uint32_t ds[ROWS / 16][4];
+  // at head dim 64 this consumer's Q and dO, S's and dP's A operands in every tile, held in registers as the dK/dV
+  // pass holds K and V
+  constexpr bool HELD = HEAD_DIM == 64;
+  uint32_t q_held[4][4], do_held[4][4];
   auto issue_scores = [&](int j) {  // tile j's S = Q K^T and dP = dO V^T, issued together
     const int stage = j % STAGES;
     barrier_wait(&sh.full[stage], (j / STAGES) & 1);
-    issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(s, q_rows, shared_address(sh.walk_a[stage]));
-    issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(dp, do_rows, shared_address(sh.walk_b[stage]));
+    if constexpr (HELD) {
+      issue_held_k_major<T>(s, q_held, shared_address(sh.walk_a[stage]));
+      issue_held_k_major<T>(dp, do_held, shared_address(sh.walk_b[stage]));
+    } else {
+      issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(s, q_rows, shared_address(sh.walk_a[stage]));
+      issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(dp, do_rows, shared_address(sh.walk_b[stage]));
+    }
   };
   // the key tiles from `first_edge` on run past the keys' end or (causal) past this consumer's first query: the last
   // one or two; the loop over tiles takes them apart (edge: std::true_type or std::false_type), as the dK/dV pass does
@@ -639,6 +668,10 @@ __device__ __forceinline__ void consume_dq(BackwardShared<HEAD_DIM, STAGES>& sh,
   };
 
   barrier_wait(&sh.own_full, 0);
+  if constexpr (HELD) {
+    load_operand(q_held, q_rows, warp, lane);
+    load_operand(do_held, do_rows, warp, lane);
+  }
   if (n_tiles > 0) {
     issue_scores(0);
     wgmma_wait<1>();  // S
