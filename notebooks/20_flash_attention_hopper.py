@@ -207,7 +207,10 @@ report.glue_all("hopper_backward", hopper.backward_facts(backward))
 # left it level at 16,384 and 32,768. Causal, the backward's loops over tiles now take apart the tiles the mask
 # reaches (the first one or two of a key block's walk, the last one or two of a query block's) from the others, which
 # carry no compare and select per element: on an H200 that made the two passes taken under deterministic algorithms
-# faster at head dimension 64 and left the one pass level. The registered attention takes this backward where the runs recorded in the
+# faster at head dimension 64 and left the one pass level. At head dimension 64 the two passes now also hold each
+# consumer's own rows in registers (K and V in the dK/dV kernel, Q and dO in the dQ kernel), the A operands of the two
+# products that read them every tile, which then read only the walked tile from shared memory: on an H200 that made
+# them faster again; the one pass has the registers for K alone, and holding it left it level. The registered attention takes this backward where the runs recorded in the
 # log found it the faster: at head dimension 128 at every length; at 64 from 8,192 keys, and from 1,024 where the batch
 # and the heads give it at least 1,024 blocks (eight waves of 132 SMs: with fewer, how the causally uneven blocks fall
 # into waves decides which is the faster), and the Triton one elsewhere. The experiment log (`book/log.md`) has every

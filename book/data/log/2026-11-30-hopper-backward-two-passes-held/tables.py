@@ -40,6 +40,7 @@ def table(name, passes, tree):
 table("run1_ab_bwd.jsonl", "one", "k")
 table("run1_ab_bwd.jsonl", "two", "t2")
 table("run2_ab_bwd.jsonl", "two", "h")
+table("run4_ab_bwd.jsonl", "one", "pp")
 
 print()
 for log in sorted(HERE.glob("run*_pytest*.log")):
@@ -48,7 +49,8 @@ for log in sorted(HERE.glob("run*_pytest*.log")):
 for machine in sorted(HERE.glob("run*_machine.txt")):
     print(f"{machine.name}: {machine.read_text().splitlines()[1]}")
 
-print("\nthe dK/dV kernels' spills at head dim 64 (nvcc 13.0, sm_90a), one pass; k: K held, kv: K and V held")
+print("\nthe dK/dV kernels' spills at head dim 64 (nvcc 13.0, sm_90a), one pass; k: K held, kv: K and V held, "
+      "pp: turns at issuing")
 for line in (HERE / "cpu_spills.txt").read_text().splitlines():
     tree, dtype, d, _, causal, one_pass, *_, stores, _, loads = line.split()
     if d == "d64" and one_pass == "one_pass1":
