@@ -251,6 +251,18 @@ __device__ __forceinline__ void produce_query_rows(BackwardShared<HEAD_DIM, STAG
   }
 }
 
+// S^T, dP^T, S or dP: a consumer's own 64 rows (K, V, Q or dO) times a walked tile's 64 (K-major), the own rows
+// from the registers that hold them (HELD, head dim 64) or from shared memory at `rows`
+template <typename T, int HEAD_DIM, bool HELD>
+__device__ __forceinline__ void issue_own_rows(float (&d)[32], const uint32_t (&held)[4][4], uint32_t rows,
+                                               uint32_t walked) {
+  if constexpr (HELD) {
+    issue_held_k_major<T>(d, held, walked);
+  } else {
+    issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(d, rows, walked);
+  }
+}
+
 // The first of a consumer thread's two keys (rows of its wgmma accumulators: this one and the one 8 below), for the
 // consumer's keys from consumer_k0, the warp in the consumer, and the lane.
 __device__ __forceinline__ int lane_key(int consumer_k0, int warp, int lane) {
@@ -296,18 +308,10 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
   auto issue_s = [&](int r) {
     const int stage = r % STAGES;
     barrier_wait(&sh.full[stage], (r / STAGES) & 1);
-    if constexpr (HELD) {
-      issue_held_k_major<T>(s, k_held, shared_address(sh.walk_a[stage]));  // K Q^T
-    } else {
-      issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(s, k_rows, shared_address(sh.walk_a[stage]));
-    }
+    issue_own_rows<T, HEAD_DIM, HELD>(s, k_held, k_rows, shared_address(sh.walk_a[stage]));  // K Q^T
   };
   auto issue_dp = [&](int r) {
-    if constexpr (HELD) {
-      issue_held_k_major<T>(dp, v_held, shared_address(sh.walk_b[r % STAGES]));  // V dO^T
-    } else {
-      issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(dp, v_rows, shared_address(sh.walk_b[r % STAGES]));
-    }
+    issue_own_rows<T, HEAD_DIM, HELD>(dp, v_held, v_rows, shared_address(sh.walk_b[r % STAGES]));  // V dO^T
   };
   auto issue_scores = [&](int r) {
     issue_s(r);
@@ -382,10 +386,8 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int row = warp * 16 + lane / 4 + 8 * (r % 2), chunk = 2 * kk + r / 2;
-        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds_tile + row * 128 + ((chunk ^ (row % 8)) << 4) + 4 * t),
-                     "r"(dst[kk][r])
+      for (int i = 0; i < 4; ++i) {
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds_tile + operand_byte(kk, i, warp, lane)), "r"(dst[kk][i])
                      : "memory");
       }
     }
@@ -633,13 +635,8 @@ __device__ __forceinline__ void consume_dq(BackwardShared<HEAD_DIM, STAGES>& sh,
   auto issue_scores = [&](int j) {  // tile j's S = Q K^T and dP = dO V^T, issued together
     const int stage = j % STAGES;
     barrier_wait(&sh.full[stage], (j / STAGES) & 1);
-    if constexpr (HELD) {
-      issue_held_k_major<T>(s, q_held, shared_address(sh.walk_a[stage]));
-      issue_held_k_major<T>(dp, do_held, shared_address(sh.walk_b[stage]));
-    } else {
-      issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(s, q_rows, shared_address(sh.walk_a[stage]));
-      issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(dp, do_rows, shared_address(sh.walk_b[stage]));
-    }
+    issue_own_rows<T, HEAD_DIM, HELD>(s, q_held, q_rows, shared_address(sh.walk_a[stage]));
+    issue_own_rows<T, HEAD_DIM, HELD>(dp, do_held, do_rows, shared_address(sh.walk_b[stage]));
   };
   // the key tiles from `first_edge` on run past the keys' end or (causal) past this consumer's first query: the last
   // one or two; the loop over tiles takes them apart (edge: std::true_type or std::false_type), as the dK/dV pass does
