@@ -11,12 +11,12 @@
 //                 P^T = exp2(S^T scale log2e - L log2e)          (under dP^T)
 //                 dV += P^T dO                                    (P^T from registers)
 //                 dS^T = P^T (dP^T - D);  dK += dS^T Q            (dS^T under dV; dS^T from registers)
-//               one pass: also dS^T into shared memory, and this consumer's share of the tile's dQ, dS K (both
-//               operands read transposed from shared memory), which the copy engine adds to an fp32 accumulator
-//               while the next tile's products run; a last kernel scales it into dQ. The share: at head dim 64
-//               the sum over this consumer's 64 keys, the two consumers' shares summed in shared memory before
-//               the one addition; at 128 half of dQ's columns over the block's 128 keys (both consumers' dS^T,
-//               a barrier between them: half the accumulators and half the additions)
+//               one pass: also dS^T into shared memory, and a share of the tile's dQ, dS K over the block's
+//               128 keys (both operands read transposed from shared memory), which the copy engine adds to an fp32
+//               accumulator while the next tile's products run; a last kernel scales it into dQ. The share: at head
+//               dim 64 all of dQ, the consumers taking the tiles in turn (the other's dS^T waited for at a barrier
+//               it only arrives at); at 128 half of dQ's columns each (a barrier both wait at: half the
+//               accumulators and half the additions)
 //   dQ          (two passes) a block owns 128 queries and walks the key tiles of 64 it sees; per tile, for its 64
 //               queries S = Q K^T and dP = dO V^T issued together (at head dim 64, Q and dO held in registers);
 //               P = exp2(S scale log2e - L log2e);
@@ -69,29 +69,27 @@ template <int HEAD_DIM, int STAGES>
 constexpr int BACKWARD_SHARED_ROUNDED = (sizeof(BackwardShared<HEAD_DIM, STAGES>) + 1023) / 1024 * 1024;
 
 // The one-pass dK/dV kernel's shared memory past BackwardShared: per consumer two dS^T tiles (64 keys by 64 queries
-// in the 128-byte swizzle, the A operand of dQ = dS K; a warp writes one while the other warps' part of the last
-// product may still read the other), and two buffers of each warp's share of a query tile's dQ (16 rows by 64
-// columns of fp32: one being added to the accumulator by the copy engine while the other is written). At head dim
-// 64 the consumers' shares cover the same rows and columns, so a warp of consumer 0 hands its share to the warp of
-// consumer 1 with the same rows (through `share_full`), which adds its own and gives the sum to the copy engine: one
-// addition into L2 per block and tile, not two; `share_free` hands the buffer back once the copy engine has read it.
-// At head dim 128 each consumer adds its own 64 of dQ's columns, and both buffers fill the 227 KiB a block may have.
-constexpr int DQ_BUFFERS = 2;
-
-template <int HEAD_DIM>
-struct ShareBarriers {  // per buffer and warp
-  uint64_t share_full[DQ_BUFFERS][4], share_free[DQ_BUFFERS][4];
-};
-template <>
-struct ShareBarriers<128> {};  // an empty base: no bytes past the 227 KiB
-
-template <int HEAD_DIM>
-struct DqShared : ShareBarriers<HEAD_DIM> {
-  static constexpr int SHARE_FLOATS = 16 * 64, BUFFERS = DQ_BUFFERS;
-  static constexpr int SETS = HEAD_DIM == 64 ? 1 : 2;  // buffer sets: shared by the consumers, or one each
+// in the 128-byte swizzle, the A operand of dQ = dS K; a warp writes one while the other's product of the last tile
+// may still read the other), and per consumer two buffers of each warp's share of a query tile's dQ (16 rows by 64
+// columns of fp32: one being added to the accumulator by the copy engine while the other is written). A tile's dQ
+// is added into L2 once per block: at head dim 64 the whole of it by one consumer, over both consumers' dS^T, the
+// consumers taking the tiles in turn (dq_taker); at head dim 128 each consumer its 64 of dQ's columns, and the
+// buffers fill the 227 KiB a block may have.
+struct DqShared {
+  static constexpr int SHARE_FLOATS = 16 * 64, BUFFERS = 2;
   alignas(1024) unsigned char ds[2][2][TILE_HALF];
-  alignas(16) float dq[SETS][BUFFERS][4][SHARE_FLOATS];
+  alignas(16) float dq[2][BUFFERS][4][SHARE_FLOATS];
 };
+
+// At head dim 64, the consumer that multiplies query tile r's dQ (r as the ring counts tiles), and the named barrier
+// (4 or 5) at which it waits for the other's dS^T of the tile, the other arriving and going on. A barrier per parity
+// of r: a consumer that arrives at one tile's waits at the next, so it cannot arrive again at a barrier the other has
+// not yet passed.
+__device__ __forceinline__ int dq_taker(int r) { return r % 2; }
+__device__ __forceinline__ void wait_for_other_ds(int r) {
+  asm volatile("bar.sync %0, 256;\n" ::"r"(4 + r % 2) : "memory");
+}
+__device__ __forceinline__ void give_ds(int r) { asm volatile("bar.arrive %0, 256;\n" ::"r"(4 + r % 2) : "memory"); }
 
 // The fp32 accumulator of the one-pass backward: per (batch, head) and query tile of 64, the 64 x HEAD_DIM sums in
 // the order the wgmma accumulators hold them (warp w, column group n, lane: four floats, rows r and r + 8 of columns
@@ -271,12 +269,11 @@ __device__ __forceinline__ int lane_key(int consumer_k0, int warp, int lane) {
 
 // dK/dV for one consumer's 64 keys of key block kb (own_a = K, own_b = V; walked: walk_a = Q, walk_b = dO), its
 // tiles numbered r as the ring counts them, from kb.walked on; ONE_PASS: and this
-// consumer's share of each query tile's dQ, added into dq_acc through dsh. The share: at head dim 64, dQ over this
-// consumer's 64 keys (consumer 1 adds consumer 0's to its own, and hands the sum on); at head dim 128, dQ's columns
-// 64 c to 64 c + 63 over the block's 128 keys, from both consumers' dS^T (32 accumulators, not 64, and half the
-// additions).
+// consumer's share of each query tile's dQ, over the block's 128 keys from both consumers' dS^T, added into dq_acc
+// through dsh. The share: at head dim 64 all of dQ for every other tile (dq_taker); at head dim 128 dQ's columns
+// 64 c to 64 c + 63 (32 accumulators, not 64, and half the additions).
 template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL, bool ONE_PASS, bool PERSISTENT>
-__device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGES>& sh, DqShared<HEAD_DIM>& dsh,
+__device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGES>& sh, DqShared& dsh,
                                                   const Problem& p, const Rows& dK, const Rows& dV, float* dq_acc,
                                                   const KeyBlockTurn& kb) {
   const int consumer = warp_uniform(threadIdx.x / 128 - 1), warp = warp_uniform(threadIdx.x / 32 % 4);
@@ -319,8 +316,9 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
   };
   // L, then D, of this lane's queries in a tile (8 n + 2 t + c), from shared memory: without the mask read before
   // the wait for the product that needs them, where their latency runs under it; with the mask after, which was the
-  // faster there (book/log.md, 2026-11-29)
-  constexpr bool ROWS_EARLY = !CAUSAL;
+  // faster there (book/log.md, 2026-11-29), and after in the one pass at head dim 64, where the consumers take turns
+  // at dQ (book/log.md, 2026-11-30)
+  constexpr bool ROWS_EARLY = !CAUSAL && !(ONE_PASS && HEAD_DIM == 64);
   float2 row_pairs[8];
   auto read_rows = [&](const float* rows) {
 #pragma unroll
@@ -378,8 +376,9 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
   };
 
   // One pass: dq holds this consumer's share of a query tile's dQ from issue_dq until add_dq hands it to the copy
-  // engine. dst[kk][r] is dS^T at key row 16 warp + lane / 4 + 8 (r % 2), queries 8 (2 kk + r / 2) + 2 t and one
-  // more: stored in the copy engine's swizzle (16-byte chunk n of row r at n ^ (r % 8)), for wgmma to read.
+  // engine (at head dim 64, of the tiles it takes). dst[kk][r] is dS^T at key row 16 warp + lane / 4 + 8 (r % 2),
+  // queries 8 (2 kk + r / 2) + 2 t and one more: stored in the copy engine's swizzle (16-byte chunk n of row r at
+  // n ^ (r % 8)), for wgmma to read.
   float dq[32];  // 64 queries by 64 columns of dQ
   auto issue_dq = [&](int r) {  // once dst holds tile r's dS^T
     const uint32_t ds_tile = shared_address(dsh.ds[consumer][r % 2]);
@@ -393,31 +392,30 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
     }
     fence_shared_for_async();
     if constexpr (HEAD_DIM == 64) {
-      consumer_sync(consumer);
+      // the tile's dQ over the block's 128 keys is one consumer's, in turn: the other gives its dS^T and goes on
+      if (consumer != dq_taker(r)) {
+        give_ds(r);
+        wgmma_fence();   // as the taker does: without it ptxas adds its own before the next product
+        wgmma_commit();  // an empty group: the waits count the same in both consumers
+        return;
+      }
+      wait_for_other_ds(r);
     } else {
       consumers_sync();  // the other consumer's dS^T is read too
     }
     wgmma_fence();
-    if constexpr (HEAD_DIM == 64) {
+    // 16 keys a step over the block's 128: consumer 0's dS^T rows, then consumer 1's, against K's rows (at head dim
+    // 128 in this consumer's column half)
+    const uint32_t k_columns = shared_address(sh.own_a) + (HEAD_DIM == 128) * consumer * BLOCK_HALF;
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {  // 16 keys a step: 16 rows of both tiles
-        const uint64_t a = descriptor(ds_tile + kk * 2048, TILE_HALF, 1024);
-        wgmma_ss_n64<T, 1>(dq, a, descriptor(k_rows + kk * 2048, BLOCK_HALF, 1024), kk);
-      }
-    } else {
-      // 16 keys a step over the block's 128: consumer 0's dS^T rows, then consumer 1's, against K's rows in this
-      // consumer's column half
-      const uint32_t k_half = shared_address(sh.own_a) + consumer * BLOCK_HALF;
-#pragma unroll
-      for (int kk = 0; kk < 8; ++kk) {
-        const uint64_t a = descriptor(shared_address(dsh.ds[kk / 4][r % 2]) + kk % 4 * 2048, TILE_HALF, 1024);
-        wgmma_ss_n64<T, 1>(dq, a, descriptor(k_half + kk * 2048, BLOCK_HALF, 1024), kk);
-      }
+    for (int kk = 0; kk < 8; ++kk) {
+      const uint64_t a = descriptor(shared_address(dsh.ds[kk / 4][r % 2]) + kk % 4 * 2048, TILE_HALF, 1024);
+      wgmma_ss_n64<T, 1>(dq, a, descriptor(k_columns + kk * 2048, BLOCK_HALF, 1024), kk);
     }
     wgmma_commit();
   };
   constexpr int WARP_FLOATS = DQ_TILE_FLOATS<HEAD_DIM> / 4;  // a warp's 16 rows of a tile's dQ
-  using Dq = DqShared<HEAD_DIM>;
+  using Dq = DqShared;
   auto hand_to_copy_engine = [&](int r, const float* buffer) {  // lane 0, once the warp's stores are fenced
     const int64_t tile = dq_tile0 + r;
     // at head dim 128 consumer 1's columns follow consumer 0's in the warp's rows
@@ -433,35 +431,13 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
           make_float4(dq[4 * n], dq[4 * n + 1], dq[4 * n + 2], dq[4 * n + 3]);
     }
   };
-  auto add_dq = [&](int r) {  // once tile r's dQ share is in: into a buffer, and (with the other's) to the copy engine
-    const int slot = r % Dq::BUFFERS;  // the buffers' turns run on across key blocks
-    float* buffer = dsh.dq[Dq::SETS == 1 ? 0 : consumer][slot][warp];
-    if constexpr (HEAD_DIM == 64) {
-      if (consumer == 0) {  // hands its share over once the buffer's last sum has been read
-        if (r >= Dq::BUFFERS) barrier_wait(&dsh.share_free[slot][warp], (r / Dq::BUFFERS - 1) & 1);
-        write_share(buffer);
-        __syncwarp();
-        if (lane == 0) barrier_arrive(&dsh.share_full[slot][warp]);
-        return;
-      }
-      if (lane == 0 && r >= 1) {  // the last tile's sum read by the copy engine: its buffer free for consumer 0
-        bulk_wait_read<0>();
-        barrier_arrive(&dsh.share_free[(r - 1) % Dq::BUFFERS][warp]);
-      }
-      barrier_wait(&dsh.share_full[slot][warp], (r / Dq::BUFFERS) & 1);
-      fence_registers(dq);
-#pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        float4* at = reinterpret_cast<float4*>(buffer + 4 * (n * 32 + lane));
-        const float4 other = *at;
-        *at = make_float4(other.x + dq[4 * n], other.y + dq[4 * n + 1], other.z + dq[4 * n + 2],
-                          other.w + dq[4 * n + 3]);
-      }
-    } else {
-      if (r >= Dq::BUFFERS && lane == 0) bulk_wait_read<Dq::BUFFERS - 1>();  // this buffer's last addition read it
-      __syncwarp();
-      write_share(buffer);
-    }
+  auto add_dq = [&](int r) {  // once tile r's dQ share is in (its taker's, at head dim 64): to the copy engine
+    if (HEAD_DIM == 64 && consumer != dq_taker(r)) return;
+    const int use = HEAD_DIM == 64 ? r / 2 : r;  // this consumer's additions, counted on across key blocks
+    float* buffer = dsh.dq[consumer][use % Dq::BUFFERS][warp];
+    if (use >= Dq::BUFFERS && lane == 0) bulk_wait_read<Dq::BUFFERS - 1>();  // this buffer's last addition read it
+    __syncwarp();
+    write_share(buffer);
     fence_shared_for_async();
     __syncwarp();
     if (lane == 0) hand_to_copy_engine(r, buffer);
@@ -487,9 +463,10 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
       auto step = [&](int r, auto masked) {
         // the tensor cores take this tile's S^T and dP^T and the last tile's dK in a row, while the exponentials of
         // this tile wait for S^T alone; one pass issues the last tile's dQ share after S^T (its dS^T stores and
-        // barrier run under S^T) and hands it to the copy engine after the exponentials, not before them (4 % off
-        // the kernel's time at the leaderboard's shape). Every product is issued and waited for within the
-        // iteration: one left running across the loop's back edge makes ptxas serialise them.
+        // barrier run under S^T; after dP^T it was the slower, book/log.md, 2026-11-30) and hands it to the copy
+        // engine after the exponentials, not before them (4 % off the kernel's time at the leaderboard's shape).
+        // Every product is issued and waited for within the iteration: one left running across the loop's back edge
+        // makes ptxas serialise them.
         if constexpr (ONE_PASS) {
           issue_s(r);
           issue_dq(r - 1);
@@ -597,7 +574,7 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
 
 // The consumers of the dK/dV pass: each key block the producer names, its dK and dV stored before the next.
 template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL, bool ONE_PASS, bool PERSISTENT>
-__device__ __forceinline__ void consume_key_blocks(BackwardShared<HEAD_DIM, STAGES>& sh, DqShared<HEAD_DIM>& dsh,
+__device__ __forceinline__ void consume_key_blocks(BackwardShared<HEAD_DIM, STAGES>& sh, DqShared& dsh,
                                                    const Problem& p, const Rows& dK, const Rows& dV, float* dq_acc) {
   for (int j = 0; const KeyBlockTurn* kb = take_key_block<PERSISTENT>(sh, p, j); ++j) {
     barrier_wait(&sh.own_full, j & 1);
@@ -701,9 +678,9 @@ __device__ __forceinline__ void consume_dq(BackwardShared<HEAD_DIM, STAGES>& sh,
 
 // DqShared, after BackwardShared in the one-pass kernel's shared memory
 template <int HEAD_DIM, int STAGES>
-__device__ __forceinline__ DqShared<HEAD_DIM>& dq_shared(BackwardShared<HEAD_DIM, STAGES>& sh) {
+__device__ __forceinline__ DqShared& dq_shared(BackwardShared<HEAD_DIM, STAGES>& sh) {
   unsigned char* past = reinterpret_cast<unsigned char*>(&sh) + BACKWARD_SHARED_ROUNDED<HEAD_DIM, STAGES>;
-  return *reinterpret_cast<DqShared<HEAD_DIM>*>(past);
+  return *reinterpret_cast<DqShared*>(past);
 }
 
 // `full_arrivals`: the producer's thread that starts the copies, and in the dK/dV pass the lanes that copy L and D
@@ -737,17 +714,6 @@ __global__ void __launch_bounds__(THREADS, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char raw[];
   auto& sh = shared_layout<BackwardShared<HEAD_DIM, STAGES>>(raw);
-  if constexpr (ONE_PASS && HEAD_DIM == 64) {  // lane 0 of a warp arrives; init_barriers fences them
-    if (threadIdx.x == 0) {
-      auto& dsh = dq_shared(sh);
-      for (int slot = 0; slot < DqShared<HEAD_DIM>::BUFFERS; ++slot) {
-        for (int warp = 0; warp < 4; ++warp) {
-          barrier_init(&dsh.share_full[slot][warp], 1);
-          barrier_init(&dsh.share_free[slot][warp], 1);
-        }
-      }
-    }
-  }
   constexpr bool PERSISTENT = ONE_PASS;
   if (!PERSISTENT && threadIdx.x == 0) sh.turns[0] = key_block<CAUSAL, PERSISTENT>(problem, blockIdx.x, 0);
   init_barriers(sh, 1 + ROW_COPIERS);
@@ -851,7 +817,7 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
   }
   if (dq_acc != nullptr) {
     constexpr int SHARED =
-        BACKWARD_SHARED_ROUNDED<HEAD_DIM, DKDV_STAGES<HEAD_DIM, CAUSAL>> + sizeof(DqShared<HEAD_DIM>) + 1024;
+        BACKWARD_SHARED_ROUNDED<HEAD_DIM, DKDV_STAGES<HEAD_DIM, CAUSAL>> + sizeof(DqShared) + 1024;
     constexpr auto one_pass = hopper_bwd_dkdv_kernel<T, HEAD_DIM, DKDV_STAGES<HEAD_DIM, CAUSAL>, CAUSAL, true>;
     const cudaError_t error = systems_flash_cuda::allow_shared<one_pass>(SHARED);
     if (error != cudaSuccess) return error;
