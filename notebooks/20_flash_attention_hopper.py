@@ -164,12 +164,12 @@ report.glue_all("hopper_table", hopper.table_facts(versus))
 # query tile's L and D (its row sums of dO ∘ O) into the same stage, so no consumer waits on a global load inside its
 # loop. It takes one pass: each consumer also stores its dSᵀ in shared memory, multiplies its share of the tile's dQ
 # (dS K, both operands read transposed by wgmma) and hands it to the copy engine, which adds it into an fp32
-# accumulator while the next tile's products run, and a last kernel scales the sums into dQ. At head dimension 64 a
-# consumer's share is the sum over its own 64 keys, over the same rows and columns as the other's: each warp of the
-# first consumer hands its share through shared memory to the warp of the second with the same rows, which adds its
-# own and gives the copy engine one addition where there were two (an mbarrier each way, not a barrier that holds
-# the consumers in step); at 128 it is half of dQ's columns over the block's 128 keys, from both consumers' dSᵀ
-# after a barrier between them: 32 accumulators instead of 64, and half the additions. Under `torch.use_deterministic_algorithms` it takes two
+# accumulator while the next tile's products run, and a last kernel scales the sums into dQ. At head dimension 64
+# the consumers take the query tiles in turn: the one whose turn it is waits at a named barrier for the other's dSᵀ
+# and multiplies the tile's whole dQ over the block's 128 keys, while the other only arrives there and goes on, so
+# the copy engine has one addition a tile and neither consumer waits on the other at every tile; at 128 each
+# multiplies half of dQ's columns over the block's 128 keys, from both consumers' dSᵀ after a barrier both wait at:
+# 32 accumulators instead of 64, and half the additions. Under `torch.use_deterministic_algorithms` it takes two
 # passes, the second a dQ kernel that owns 128 queries and walks the keys, nothing added up in a changing order. A
 # consumer issues the next tile's S and dP before the last product of the tile it is finishing, so the tensor cores
 # have work while it computes P and dS; at head dimension 128 the dK/dV kernel's accumulators leave no registers for
@@ -196,7 +196,8 @@ report.glue_all("hopper_backward", hopper.backward_facts(backward))
 # to 1.06 times slower than the unshared pass (the log has both). Summing the two shares in shared memory before
 # the copy engine's one addition does pay at 64, if the second consumer sums them where both used to hand theirs
 # over: the kernel got faster at every causal shape the log's runs timed on an H200, after the tables above were
-# measured; summed after the second consumer's dSᵀ, or with the roles alternating by tile, it got slower. Later
+# measured; summed after the second consumer's dSᵀ, or with the two roles (handing over, summing) alternating by
+# tile, it got slower. Later
 # still, the one pass's dK/dV kernel became a persistent grid: a block per multiprocessor, each taking its next block
 # of keys from a counter in the order the hardware launches them (the last heads, causal, block by block across them as
 # in the forward), so one block's start and end run under the products of the others; with each consumer's index passed
@@ -210,7 +211,11 @@ report.glue_all("hopper_backward", hopper.backward_facts(backward))
 # faster at head dimension 64 and left the one pass level. At head dimension 64 the two passes now also hold each
 # consumer's own rows in registers (K and V in the dK/dV kernel, Q and dO in the dQ kernel), the A operands of the two
 # products that read them every tile, which then read only the walked tile from shared memory: on an H200 that made
-# them faster again; the one pass has the registers for K alone, and holding it left it level. The registered attention takes this backward where the runs recorded in the
+# them faster again; the one pass has the registers for K alone, and holding it left it level. The one pass at 64
+# then stopped summing two shares of each tile's dQ (the first consumer's handed through shared memory to the
+# second, which added its own): with the consumers taking whole tiles in turn it got faster at every causal shape
+# the log's runs timed on an H200, and no slower without the mask once it read each tile's L and D after its waits.
+# The registered attention takes this backward where the runs recorded in the
 # log found it the faster: at head dimension 128 at every length; at 64 from 8,192 keys, and from 1,024 where the batch
 # and the heads give it at least 1,024 blocks (eight waves of 132 SMs: with fewer, how the causally uneven blocks fall
 # into waves decides which is the faster), and the Triton one elsewhere. The experiment log (`book/log.md`) has every

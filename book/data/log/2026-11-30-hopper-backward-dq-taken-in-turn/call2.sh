@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# One H200, from the repository's root: m = main (185f0cb) and three trees built from it side by side: a2 (a2.diff:
+# at head dim 64 one consumer in turn multiplies a tile's dQ over both consumers' dS^T, issued after dP^T, the other
+# fencing its registers before an empty group), as2 (as2.diff: a2 with dS^T stored by stmatrix), h2 (reorder.diff:
+# main's hand-over with the dQ share issued after dP^T); ab_bwd.py one pass, round 0 in the order m a2 as2 h2, round 1
+# reversed, turns skipped past 470 s.
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv > $OUT/machine.txt
+t0=$(date +%s)
+build='import torch; from systems.attention.flash_cpp.hopper import unavailable; print("build:", unavailable(torch.device("cuda")))'
+for t in m a2 as2 h2; do
+  (cd .gpu/$t && TORCH_EXTENSIONS_DIR=/tmp/ext_$t PYTHONPATH=/tmp/site:$PWD python3 -c "$build" > $OUT/build_$t.log 2>&1) &
+done
+wait
+echo "built after $(( $(date +%s) - t0 )) s: $(tail -qn1 $OUT/build_*.log | tr '\n' ' ')"
+for turn in "0 m" "0 a2" "0 as2" "0 h2" "1 h2" "1 as2" "1 a2" "1 m"; do
+  set -- $turn
+  if (( $(date +%s) - t0 > 470 )); then echo "skipped round $1 $2"; continue; fi
+  (cd .gpu/$2 && export TORCH_EXTENSIONS_DIR=/tmp/ext_$2 PYTHONPATH=/tmp/site:$PWD && timeout 90 python3 ../ab_bwd.py $2 $1 one >> $OUT/ab_bwd.jsonl) 2>> $OUT/ab.err
+  echo "round $1 $2 rc=$? after $(( $(date +%s) - t0 )) s"
+done
