@@ -261,14 +261,19 @@ template <int CONSUMERS>
 __device__ __forceinline__ void give_turn(int consumer) {
   asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (consumer + 1) % CONSUMERS) : "memory");
 }
-// Named barrier 1 + c among consumer c's own 128 threads (in a kernel without turns): its four warps' stores to
-// shared memory made before a wgmma of the warpgroup reads them.
-__device__ __forceinline__ void consumer_sync(int consumer) {
-  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");
-}
 // Named barrier 3 among both consumers' 256 threads: each one's stores to shared memory made before a wgmma of
 // either reads them.
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 3, 256;\n" ::: "memory"); }
+// Named barrier 4 + r % 2 between both consumers' 256 threads, for tile r: one waits for the other's stores to shared
+// memory before its wgmma reads them, the other arrives and goes on. A barrier per parity of r, where the consumers
+// swap roles every tile: one that arrives at one tile's waits at the next, so it cannot arrive again at a barrier the
+// other has not yet passed.
+__device__ __forceinline__ void wait_for_other(int r) {
+  asm volatile("bar.sync %0, 256;\n" ::"r"(4 + r % 2) : "memory");
+}
+__device__ __forceinline__ void give_to_other(int r) {
+  asm volatile("bar.arrive %0, 256;\n" ::"r"(4 + r % 2) : "memory");
+}
 
 
 // ---- the three kinds of product the kernels issue ----

@@ -81,15 +81,9 @@ struct DqShared {
   alignas(16) float dq[2][BUFFERS][4][SHARE_FLOATS];
 };
 
-// At head dim 64, the consumer that multiplies query tile r's dQ (r as the ring counts tiles), and the named barrier
-// (4 or 5) at which it waits for the other's dS^T of the tile, the other arriving and going on. A barrier per parity
-// of r: a consumer that arrives at one tile's waits at the next, so it cannot arrive again at a barrier the other has
-// not yet passed.
+// At head dim 64, the consumer that multiplies query tile r's dQ (r as the ring counts tiles): it waits for the
+// other's dS^T of the tile at wait_for_other, the other gives it (give_to_other) and goes on.
 __device__ __forceinline__ int dq_taker(int r) { return r % 2; }
-__device__ __forceinline__ void wait_for_other_ds(int r) {
-  asm volatile("bar.sync %0, 256;\n" ::"r"(4 + r % 2) : "memory");
-}
-__device__ __forceinline__ void give_ds(int r) { asm volatile("bar.arrive %0, 256;\n" ::"r"(4 + r % 2) : "memory"); }
 
 // The fp32 accumulator of the one-pass backward: per (batch, head) and query tile of 64, the 64 x HEAD_DIM sums in
 // the order the wgmma accumulators hold them (warp w, column group n, lane: four floats, rows r and r + 8 of columns
@@ -394,12 +388,12 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
     if constexpr (HEAD_DIM == 64) {
       // the tile's dQ over the block's 128 keys is one consumer's, in turn: the other gives its dS^T and goes on
       if (consumer != dq_taker(r)) {
-        give_ds(r);
+        give_to_other(r);
         wgmma_fence();   // as the taker does: without it ptxas adds its own before the next product
         wgmma_commit();  // an empty group: the waits count the same in both consumers
         return;
       }
-      wait_for_other_ds(r);
+      wait_for_other(r);
     } else {
       consumers_sync();  // the other consumer's dS^T is read too
     }
