@@ -320,6 +320,17 @@ __device__ __forceinline__ void load_operand(uint32_t (&a)[4][4], uint32_t rows,
   }
 }
 
+// The same fragments from registers into a tile in shared memory: the one-pass backward's dS^T, for wgmma to read
+__device__ __forceinline__ void store_operand(const uint32_t (&a)[4][4], uint32_t rows, int warp, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(rows + operand_byte(kk, i, warp, lane)), "r"(a[kk][i]) : "memory");
+    }
+  }
+}
+
 // d (64 x 64) = X Y^T at head dim 64 with X held in registers (load_operand's layout), Y a tile in shared memory,
 // K-major: the backward's S^T, dP^T, S and dP where a consumer keeps its own rows over every tile it walks.
 template <typename T>

@@ -375,15 +375,7 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
   // n ^ (r % 8)), for wgmma to read.
   float dq[32];  // 64 queries by 64 columns of dQ
   auto issue_dq = [&](int r) {  // once dst holds tile r's dS^T
-    const uint32_t ds_tile = shared_address(dsh.ds[consumer][r % 2]);
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ds_tile + operand_byte(kk, i, warp, lane)), "r"(dst[kk][i])
-                     : "memory");
-      }
-    }
+    store_operand(dst, shared_address(dsh.ds[consumer][r % 2]), warp, lane);
     fence_shared_for_async();
     if constexpr (HEAD_DIM == 64) {
       // the tile's dQ over the block's 128 keys is one consumer's, in turn: the other gives its dS^T and goes on
@@ -409,13 +401,12 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
     wgmma_commit();
   };
   constexpr int WARP_FLOATS = DQ_TILE_FLOATS<HEAD_DIM> / 4;  // a warp's 16 rows of a tile's dQ
-  using Dq = DqShared;
   auto hand_to_copy_engine = [&](int r, const float* buffer) {  // lane 0, once the warp's stores are fenced
     const int64_t tile = dq_tile0 + r;
     // at head dim 128 consumer 1's columns follow consumer 0's in the warp's rows
     const int64_t at =
-        tile * DQ_TILE_FLOATS<HEAD_DIM> + warp * WARP_FLOATS + (HEAD_DIM == 128) * consumer * Dq::SHARE_FLOATS;
-    bulk_add(dq_acc + at, buffer, Dq::SHARE_FLOATS * 4);
+        tile * DQ_TILE_FLOATS<HEAD_DIM> + warp * WARP_FLOATS + (HEAD_DIM == 128) * consumer * DqShared::SHARE_FLOATS;
+    bulk_add(dq_acc + at, buffer, DqShared::SHARE_FLOATS * 4);
   };
   auto write_share = [&](float* buffer) {  // this warp's share of the tile's dQ, in the accumulator's order
     fence_registers(dq);
@@ -428,8 +419,9 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
   auto add_dq = [&](int r) {  // once tile r's dQ share is in (its taker's, at head dim 64): to the copy engine
     if (HEAD_DIM == 64 && consumer != dq_taker(r)) return;
     const int use = HEAD_DIM == 64 ? r / 2 : r;  // this consumer's additions, counted on across key blocks
-    float* buffer = dsh.dq[consumer][use % Dq::BUFFERS][warp];
-    if (use >= Dq::BUFFERS && lane == 0) bulk_wait_read<Dq::BUFFERS - 1>();  // this buffer's last addition read it
+    float* buffer = dsh.dq[consumer][use % DqShared::BUFFERS][warp];
+    // once the copy engine has read this buffer for its last addition
+    if (use >= DqShared::BUFFERS && lane == 0) bulk_wait_read<DqShared::BUFFERS - 1>();
     __syncwarp();
     write_share(buffer);
     fence_shared_for_async();
