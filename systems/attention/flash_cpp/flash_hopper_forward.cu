@@ -86,15 +86,16 @@ __device__ inline QueryTileTurn query_tile(const Problem& p, int item, int walke
 // the device code below exists for sm_90a alone (wgmma, setmaxnreg); other passes compile an empty kernel
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-// The online softmax of one tile of S, in place (S becomes P): masked past the keys' end and, causal, above the
-// diagonal when the tile reaches them; m_i and this lane's share of l_i updated; alpha = exp2(m_old - m_new).
-template <bool CAUSAL>
-__device__ __forceinline__ void softmax(float (&s)[64], float (&m_i)[2], float (&l_i)[2], float (&alpha)[2], int k0,
+// The online softmax of one tile of S (N / 2 keys: the tile's 128, or its first 64), in place (S becomes P): masked
+// past the keys' end and, causal, above the diagonal when the tile reaches them; m_i and this lane's share of l_i
+// updated; alpha = exp2(m_old - m_new).
+template <bool CAUSAL, int N>
+__device__ __forceinline__ void softmax(float (&s)[N], float (&m_i)[2], float (&l_i)[2], float (&alpha)[2], int k0,
                                         int row, int n_keys, bool masked, float qk_scale) {
   const int t = threadIdx.x % 4;
   if (masked) {
 #pragma unroll
-    for (int n = 0; n < 16; ++n) {
+    for (int n = 0; n < N / 4; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = k0 + 8 * n + 2 * t + (e & 1), query = row + 8 * (e >> 1);
@@ -106,14 +107,14 @@ __device__ __forceinline__ void softmax(float (&s)[64], float (&m_i)[2], float (
   for (int half = 0; half < 2; ++half) {
     float tile_max = -INFINITY;
 #pragma unroll
-    for (int n = 0; n < 16; ++n) tile_max = fmaxf(tile_max, fmaxf(s[4 * n + 2 * half], s[4 * n + 2 * half + 1]));
+    for (int n = 0; n < N / 4; ++n) tile_max = fmaxf(tile_max, fmaxf(s[4 * n + 2 * half], s[4 * n + 2 * half + 1]));
     const float m_new = fmaxf(m_i[half], row_max(tile_max) * qk_scale);
     const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row every key so far is masked for: no NaN
     alpha[half] = fast_exp2(m_i[half] - m_use);
     m_i[half] = m_new;
     float sum = 0.f;
 #pragma unroll
-    for (int n = 0; n < 16; ++n) {
+    for (int n = 0; n < N / 4; ++n) {
 #pragma unroll
       for (int e = 2 * half; e < 2 * half + 2; ++e) {
         s[4 * n + e] = fast_exp2(fmaf(s[4 * n + e], qk_scale, -m_use));
@@ -132,8 +133,10 @@ __device__ __forceinline__ void rescale(float (&o)[N], const float (&alpha)[2]) 
 
 // One query tile's O and L, for this consumer's 64 of its queries: the block's j-th, its key tiles numbered r as the
 // ring counts them, from turn.walked on. Its head and batch are read from the turn where O and L are stored, not
-// kept in registers through the loop.
-template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS, bool CAUSAL, bool PINGPONG>
+// kept in registers through the loop. HALF_LAST (causal, two consumers, short lengths: halves_last_tile): where none
+// of this consumer's queries sees a key past the first half of its last key tile (the first consumer's on the
+// diagonal, or the keys end there), that tile's S and P V are products over its first 64 keys alone.
+template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS, bool CAUSAL, bool PINGPONG, bool HALF_LAST>
 __device__ __forceinline__ void attend(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& sh, const Problem& problem,
                                        const Rows& O, float* L, const QueryTileTurn& turn, int j) {
   const int consumer = warp_uniform(threadIdx.x / 128 - 1), lane = threadIdx.x % 32;
@@ -151,52 +154,83 @@ __device__ __forceinline__ void attend(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& s
   auto q_read = [&] {
     if (lane == 0) barrier_arrive(&sh.q_empty);
   };
+  const bool half_last =
+      HALF_LAST && warp_uniform(min(n_keys, first_row + CONSUMER_ROWS) <= (n_tiles - 1) * BLOCK_K + BLOCK_K / 2);
 
-  float o[HEAD_DIM / 2] = {}, s[64];
+  // the halved tile's S and P in registers of their own: ptxas serialises the products where one array's first half
+  // is written by a product (book/log.md, 2026-11-29)
+  float o[HEAD_DIM / 2] = {}, s[BLOCK_K / 2], s_half[HALF_LAST ? BLOCK_K / 4 : 1];
   float m_i[2] = {-INFINITY, -INFINITY}, l_i[2] = {0.f, 0.f}, alpha[2];
-  uint32_t p[BLOCK_K / 16][4];
+  uint32_t p[BLOCK_K / 16][4], p_half[HALF_LAST ? BLOCK_K / 32 : 1][4];
   constexpr int Q_HALF_BYTES = Block<CONSUMERS>::Q_HALF_BYTES;
   barrier_wait(&sh.q_full, j & 1);
 
-  barrier_wait(&sh.k_full[walked % STAGES], (walked / STAGES) & 1);
-  if (PINGPONG) wait_turn(consumer);
-  issue_k_major<T, HEAD_DIM, BLOCK_K, Q_HALF_BYTES, HALF_BYTES>(s, q, shared_address(sh.k[walked % STAGES]));
-  if (PINGPONG) give_turn<CONSUMERS>(consumer);
-  wgmma_wait<0>();
-  fence_registers(s);
-  if (n_tiles == 1) q_read();
-  softmax<CAUSAL>(s, m_i, l_i, alpha, 0, row, n_keys, masked(0), qk_scale);
-  to_operand<T, BLOCK_K>(p, s);
-
-  for (int i = 1; i < n_tiles; ++i) {
+  // tile 0: S, its softmax, and P, in the registers of the keys the tile has for this consumer (128, or 64 halved)
+  auto first_tile = [&](auto& its_s, auto& its_p) {
+    constexpr int KEYS = 2 * sizeof(its_s) / sizeof(float);
+    barrier_wait(&sh.k_full[walked % STAGES], (walked / STAGES) & 1);
+    if (PINGPONG) wait_turn(consumer);
+    issue_k_major<T, HEAD_DIM, KEYS, Q_HALF_BYTES, HALF_BYTES>(its_s, q, shared_address(sh.k[walked % STAGES]));
+    if (PINGPONG) give_turn<CONSUMERS>(consumer);
+    wgmma_wait<0>();
+    fence_registers(its_s);
+    if (n_tiles == 1) q_read();
+    softmax<CAUSAL>(its_s, m_i, l_i, alpha, 0, row, n_keys, masked(0), qk_scale);
+    to_operand<T, KEYS>(its_p, its_s);
+  };
+  // tile i from 1: S(i) issued with P(i-1) V(i-1), which runs under its softmax
+  auto next_tile = [&](int i, auto& its_s, auto& its_p) {
+    constexpr int KEYS = 2 * sizeof(its_s) / sizeof(float);
     const int r = walked + i, stage = r % STAGES, previous = (r - 1) % STAGES;
     barrier_wait(&sh.k_full[stage], (r / STAGES) & 1);
     barrier_wait(&sh.v_full[previous], ((r - 1) / STAGES) & 1);
     if (PINGPONG) wait_turn(consumer);
-    issue_k_major<T, HEAD_DIM, BLOCK_K, Q_HALF_BYTES, HALF_BYTES>(s, q, shared_address(sh.k[stage]));
+    issue_k_major<T, HEAD_DIM, KEYS, Q_HALF_BYTES, HALF_BYTES>(its_s, q, shared_address(sh.k[stage]));
     rescale(o, alpha);
     issue_from_registers<T, HEAD_DIM, BLOCK_K, HALF_BYTES>(o, p, shared_address(sh.v[previous]));
     if (PINGPONG) give_turn<CONSUMERS>(consumer);
     wgmma_wait<1>();  // S(i) is in; P(i-1) V(i-1) may still run (as compiled, under the mask alone)
-    fence_registers(s);
+    fence_registers(its_s);
     if (i == n_tiles - 1) q_read();
-    softmax<CAUSAL>(s, m_i, l_i, alpha, i * BLOCK_K, row, n_keys, masked(i), qk_scale);
+    softmax<CAUSAL>(its_s, m_i, l_i, alpha, i * BLOCK_K, row, n_keys, masked(i), qk_scale);
     wgmma_wait<0>();
     fence_registers(o);
     if (lane == 0) barrier_arrive(&sh.empty[previous]);
-    to_operand<T, BLOCK_K>(p, s);
-  }
+    to_operand<T, KEYS>(its_p, its_s);
+  };
+  // the last tile's P V, after which its stage is free
+  auto last_product = [&](const auto& its_p) {
+    constexpr int KEYS = 16 * sizeof(its_p) / sizeof(its_p[0]);
+    const int last_r = walked + n_tiles - 1, last = last_r % STAGES;
+    barrier_wait(&sh.v_full[last], (last_r / STAGES) & 1);
+    rescale(o, alpha);
+    if (PINGPONG) wait_turn(consumer);
+    issue_from_registers<T, HEAD_DIM, KEYS, HALF_BYTES>(o, its_p, shared_address(sh.v[last]));
+    // every consumer takes n_tiles + 1 turns a query tile
+    if (PINGPONG) give_turn<CONSUMERS>(consumer);
+    wgmma_wait<0>();
+    fence_registers(o);
+    if (lane == 0) barrier_arrive(&sh.empty[last]);
+  };
 
-  const int last_r = walked + n_tiles - 1, last = last_r % STAGES;
-  barrier_wait(&sh.v_full[last], (last_r / STAGES) & 1);
-  rescale(o, alpha);
-  if (PINGPONG) wait_turn(consumer);
-  issue_from_registers<T, HEAD_DIM, BLOCK_K, HALF_BYTES>(o, p, shared_address(sh.v[last]));
-  // every consumer takes n_tiles + 1 turns a query tile
-  if (PINGPONG) give_turn<CONSUMERS>(consumer);
-  wgmma_wait<0>();
-  fence_registers(o);
-  if (lane == 0) barrier_arrive(&sh.empty[last]);
+  if constexpr (HALF_LAST) {
+    if (n_tiles == 1 && half_last) {
+      first_tile(s_half, p_half);
+    } else {
+      first_tile(s, p);
+    }
+    for (int i = 1; i < n_tiles - half_last; ++i) next_tile(i, s, p);
+    if (half_last) {
+      if (n_tiles > 1) next_tile(n_tiles - 1, s_half, p_half);
+      last_product(p_half);
+    } else {
+      last_product(p);
+    }
+  } else {
+    first_tile(s, p);
+    for (int i = 1; i < n_tiles; ++i) next_tile(i, s, p);
+    last_product(p);
+  }
 
   // O = acc / l_i, L = (m_i + log2 l_i) ln 2
   const int h = fresh(turn.h), b = fresh(turn.b);
@@ -226,13 +260,13 @@ __device__ __forceinline__ void attend(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& s
 }
 
 // A consumer warpgroup: the query tiles the producer names, in turn.
-template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS, bool CAUSAL, bool PINGPONG>
+template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS, bool CAUSAL, bool PINGPONG, bool HALF_LAST>
 __device__ __forceinline__ void consume(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& sh, const Problem& problem,
                                         const Rows& O, float* L) {
   const int consumer = threadIdx.x / 128 - 1;
   if (PINGPONG && consumer == CONSUMERS - 1) give_turn<CONSUMERS>(consumer);  // the first consumer goes first
   for (int j = 0; const QueryTileTurn* turn = named_turn(sh, j, query_tile_count<CONSUMERS>(problem)); ++j) {
-    attend<T, HEAD_DIM, STAGES, CONSUMERS, CAUSAL, PINGPONG>(sh, problem, O, L, *turn, j);
+    attend<T, HEAD_DIM, STAGES, CONSUMERS, CAUSAL, PINGPONG, HALF_LAST>(sh, problem, O, L, *turn, j);
     release_turn(sh, j);
   }
   // The last consumer gave the first a turn after the block's last query tile; the first takes it, so that every
@@ -283,7 +317,7 @@ __device__ __forceinline__ void produce(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& 
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS, bool CAUSAL, bool PINGPONG>
+template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS, bool CAUSAL, bool PINGPONG, bool HALF_LAST>
 __global__ void __launch_bounds__(Block<CONSUMERS>::THREADS, 1)
     hopper_fwd_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                       const __grid_constant__ CUtensorMap v_map, const Problem problem, const Rows O, float* L,
@@ -312,14 +346,14 @@ __global__ void __launch_bounds__(Block<CONSUMERS>::THREADS, 1)
     if (threadIdx.x == 0) produce<T, HEAD_DIM, STAGES, CONSUMERS, CAUSAL>(sh, problem, q_map, k_map, v_map, next_item);
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Block<CONSUMERS>::CONSUMER_REGISTERS));
-    consume<T, HEAD_DIM, STAGES, CONSUMERS, CAUSAL, PINGPONG>(sh, problem, O, L);
+    consume<T, HEAD_DIM, STAGES, CONSUMERS, CAUSAL, PINGPONG, HALF_LAST>(sh, problem, O, L);
   }
 #endif
 }
 
 namespace {
 
-template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS, bool CAUSAL, bool PINGPONG>
+template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS, bool CAUSAL, bool PINGPONG, bool HALF_LAST = false>
 cudaError_t launch(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, int* next_item, cudaStream_t stream) {
   using B = Block<CONSUMERS>;
   CUtensorMap maps[3];
@@ -328,7 +362,7 @@ cudaError_t launch(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, i
     if (error != cudaSuccess) return error;
   }
   constexpr int SHARED = sizeof(Shared<T, HEAD_DIM, STAGES, CONSUMERS>) + 1024;
-  constexpr auto kernel = hopper_fwd_kernel<T, HEAD_DIM, STAGES, CONSUMERS, CAUSAL, PINGPONG>;
+  constexpr auto kernel = hopper_fwd_kernel<T, HEAD_DIM, STAGES, CONSUMERS, CAUSAL, PINGPONG, HALF_LAST>;
   const cudaError_t error = systems_flash_cuda::allow_shared<kernel>(SHARED);
   if (error != cudaSuccess) return error;
   if (const cudaError_t error = cudaMemsetAsync(next_item, 0, sizeof(int), stream); error != cudaSuccess) return error;
@@ -337,12 +371,24 @@ cudaError_t launch(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, i
   return cudaGetLastError();
 }
 
+// Causal with two consumers, whether a consumer's last key tile is halved where its queries see only its first
+// half (HALF_LAST). Each query tile saves a quarter of a key tile's products at most, and the halving makes the tile
+// loop longer: a gain where query tiles walk few key tiles (book/log.md, 2026-11-30).
+constexpr int HALF_LAST_KEYS = 8192;
+inline bool halves_last_tile(const Problem& p) { return p.n_keys < HALF_LAST_KEYS; }
+
 // The instantiations a launch can reach: ring depth 2 or 3, ping-pong or not, causal or not; three consumer
-// warpgroups at head dim 64 only (at 128 their 160 registers cannot hold S and O).
+// warpgroups at head dim 64 only (at 128 their 160 registers cannot hold S and O); the last key tile halved with
+// the variant flash_hopper runs (a ring of 3, ping-pong, two consumers), causal, at short lengths.
 template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS>
 cudaError_t launch_for(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, int* next_item,
                        cudaStream_t stream, bool pingpong) {
   if (p.causal) {
+    if constexpr (STAGES == 3 && CONSUMERS == 2) {
+      if (pingpong && halves_last_tile(p)) {
+        return launch<T, HEAD_DIM, 3, 2, true, true, true>(p, q, k, v, o, L, next_item, stream);
+      }
+    }
     return pingpong ? launch<T, HEAD_DIM, STAGES, CONSUMERS, true, true>(p, q, k, v, o, L, next_item, stream)
                     : launch<T, HEAD_DIM, STAGES, CONSUMERS, true, false>(p, q, k, v, o, L, next_item, stream);
   }
