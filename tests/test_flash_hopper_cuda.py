@@ -260,6 +260,22 @@ def test_gpu_forward_variants_match_the_oracle(case, is_causal):
 
 @pytest.mark.gpu
 @HOPPER
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("n_k", [8191, 8192])
+def test_gpu_the_forward_matches_the_oracle_on_both_sides_of_the_halved_last_tile(d, n_k):
+    # causal with two consumers, a ring of 3 and ping-pong, a consumer's last key tile is halved below 8,192 keys
+    # (halves_last_tile) and not from there on: both kernels, on query tiles some of whose consumers see only the
+    # first half of their last key tile (queries end at 300, 44 rows into the third query tile's first consumer)
+    q, k, v = make_qkv((1, 2), 300, n_k, d, dtype=torch.bfloat16, contiguous=False)
+    q, k, v = (t.detach() for t in (q, k, v))
+    want_o, want_L, *_ = reference(q, k, v, torch.zeros_like(q), True)
+    o, L = forward_hopper_cuda(q, k, v, True, 3, True, 2)
+    assert_close_to(o, want_o, TOL[torch.bfloat16], "O")
+    assert_close_to(L, want_L, TOL[torch.bfloat16], "L")
+
+
+@pytest.mark.gpu
+@HOPPER
 @pytest.mark.parametrize("is_causal", [False, True])
 @pytest.mark.parametrize("case", range(len(CASES)), ids=IDS)
 def test_gpu_attention_matches_the_oracle(case, is_causal):
