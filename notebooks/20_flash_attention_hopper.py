@@ -122,7 +122,10 @@ report.glue_all("hopper_variant", hopper.variant_facts(effects))
 # {glue:text}`hopper_variant_third_consumer_words`. The registered kernel takes three stages, ping-pong, and three
 # consumers at head dimension 64, two at 128 (`systems_flash_hopper::fastest`); at 64 with the causal mask below
 # 2,048 keys it takes two, where a tile of 192 queries, whose consumers all walk the keys its last one sees, was the
-# slower on an H200 (`book/log.md`, 2026-11-29).
+# slower on an H200 (`book/log.md`, 2026-11-29). With two consumers and the mask below 8,192 keys it also halves a
+# consumer's last key tile where its queries see only the first half (the first consumer's, on the diagonal): S and
+# P V over those 64 keys alone, in a kernel of its own, since the halving lengthens the tile loop. That paid on an H200
+# where query tiles walk few key tiles and cost at 8,192 keys and more (`book/log.md`, 2026-11-30).
 #
 # ## Against cuDNN, forward and backward
 #
