@@ -54,8 +54,8 @@ def test_kernels_compile_for_sm90a_without_spilling_or_serialising(forward_build
     report, _ = forward_build
     entries = re.findall(r"Compiling entry function '(\w+)'", report)
     # 2 dtypes x (2 consumer counts at head dim 64, 1 at 128) x 2 ring depths x causal or not x ping-pong or not, and
-    # per dtype and head dim the variant flash_hopper runs with two consumers, causal, its last key tile halved
-    assert len(entries) == 52, entries
+    # with two consumers, causal, the same again with the last key tile halved
+    assert len(entries) == 64, entries
     spilled = [int(n) for n in re.findall(r"(\d+) bytes spill stores", report)]
     assert len(spilled) == len(entries) and not any(spilled), report
     # C7512/C7514/C7515 (wgmma serialised) come as "info", C7508 (setmaxnreg ignored) as a warning
@@ -105,14 +105,15 @@ def innermost_product_loops(kernel: str) -> list[list[str]]:
 
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit) to compile the kernels")
-@pytest.mark.parametrize("build, name, count", [("forward_build", "hopper_fwd_kernel", 52),
+@pytest.mark.parametrize("build, name, count", [("forward_build", "hopper_fwd_kernel", 64),
                                                 ("backward_build", "dkdv_kernel", 16)])
 def test_tile_loops_move_nothing_into_uniform_registers(build, name, count, request):
     # each consumer's index reaches the compiler as the same in every lane of a warp (warp_uniform): computed per
     # lane, the tile loop built the wgmma descriptors in each lane's registers and moved them to the uniform ones
     # (R2UR) every tile, and was the slower for it (book/log.md, 2026-11-28 and 2026-11-29). The one exception: at
-    # head dim 64 the kernel that halves a consumer's last key tile keeps Q's address in a lane register and moves
-    # four of S's descriptors a tile, as it was timed (0.96 to 0.99 of the unhalved kernel's time, 2026-11-30)
+    # head dim 64 the kernels that halve a consumer's last key tile keep Q's address in a lane register and move
+    # four of S's descriptors a tile, as flash_hopper's was timed (0.96 to 0.99 of the unhalved kernel's time where
+    # it pays, 2026-11-30)
     _, kernel_object = request.getfixturevalue(build)
     sass = subprocess.run([triton.knobs.nvidia.cuobjdump.path, "-sass", str(kernel_object)], capture_output=True,
                           text=True, check=True).stdout
@@ -122,7 +123,7 @@ def test_tile_loops_move_nothing_into_uniform_registers(build, name, count, requ
         tile_loop = min((loop for loop in innermost_product_loops(kernel) if any("MUFU.EX2" in t for t in loop)),
                         key=len)
         moves = [text for text in tile_loop if re.match(r"(@!?\w+\s+)?R2UR\b", text)]
-        halved_at_64 = "Li64ELi3ELi2ELb1ELb1ELb1E" in kernel.split("\n", 1)[0]
+        halved_at_64 = re.search(r"Li64ELi\dELi2ELb1ELb\dELb1E", kernel.split("\n", 1)[0]) is not None
         assert len(moves) <= (4 if halved_at_64 else 0), (kernel.split("\n", 1)[0], moves)
 
 
@@ -263,9 +264,9 @@ def test_gpu_forward_variants_match_the_oracle(case, is_causal):
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("n_k", [8191, 8192])
 def test_gpu_the_forward_matches_the_oracle_on_both_sides_of_the_halved_last_tile(d, n_k):
-    # causal with two consumers, a ring of 3 and ping-pong, a consumer's last key tile is halved below 8,192 keys
-    # (halves_last_tile) and not from there on: both kernels, on query tiles some of whose consumers see only the
-    # first half of their last key tile (queries end at 300, 44 rows into the third query tile's first consumer)
+    # causal with two consumers, a consumer's last key tile is halved below 8,192 keys (halves_last_tile) and not
+    # from there on: both kernels of the variant flash_hopper runs, on query tiles some of whose consumers see only
+    # the first half of their last key tile (queries end at 300, 44 rows into the third query tile's first consumer)
     q, k, v = make_qkv((1, 2), 300, n_k, d, dtype=torch.bfloat16, contiguous=False)
     q, k, v = (t.detach() for t in (q, k, v))
     want_o, want_L, *_ = reference(q, k, v, torch.zeros_like(q), True)

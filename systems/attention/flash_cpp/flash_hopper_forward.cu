@@ -372,21 +372,23 @@ cudaError_t launch(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, i
 }
 
 // Causal with two consumers, whether a consumer's last key tile is halved where its queries see only its first
-// half (HALF_LAST). Each query tile saves a quarter of a key tile's products at most, and the halving makes the tile
-// loop longer: a gain where query tiles walk few key tiles (book/log.md, 2026-11-30).
+// half (HALF_LAST), in every variant, so that the ablation's switches compare kernels that halve alike. Each query
+// tile saves a quarter of a key tile's products at most, and the halving makes the tile loop longer: a gain where
+// query tiles walk few key tiles (book/log.md, 2026-11-30).
 constexpr int HALF_LAST_KEYS = 8192;
 inline bool halves_last_tile(const Problem& p) { return p.n_keys < HALF_LAST_KEYS; }
 
 // The instantiations a launch can reach: ring depth 2 or 3, ping-pong or not, causal or not; three consumer
-// warpgroups at head dim 64 only (at 128 their 160 registers cannot hold S and O); the last key tile halved with
-// the variant flash_hopper runs (a ring of 3, ping-pong, two consumers), causal, at short lengths.
+// warpgroups at head dim 64 only (at 128 their 160 registers cannot hold S and O); with two, causal, the last key
+// tile halved at short lengths (three have not the registers for the halved tile's own).
 template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS>
 cudaError_t launch_for(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, int* next_item,
                        cudaStream_t stream, bool pingpong) {
   if (p.causal) {
-    if constexpr (STAGES == 3 && CONSUMERS == 2) {
-      if (pingpong && halves_last_tile(p)) {
-        return launch<T, HEAD_DIM, 3, 2, true, true, true>(p, q, k, v, o, L, next_item, stream);
+    if constexpr (CONSUMERS == 2) {
+      if (halves_last_tile(p)) {
+        return pingpong ? launch<T, HEAD_DIM, STAGES, 2, true, true, true>(p, q, k, v, o, L, next_item, stream)
+                        : launch<T, HEAD_DIM, STAGES, 2, true, false, true>(p, q, k, v, o, L, next_item, stream);
       }
     }
     return pingpong ? launch<T, HEAD_DIM, STAGES, CONSUMERS, true, true>(p, q, k, v, o, L, next_item, stream)

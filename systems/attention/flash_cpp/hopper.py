@@ -6,8 +6,8 @@ persistent grid of dK/dV blocks with dQ added up by the copy engine as it goes; 
 algorithms) is here too, :func:`backward_hopper_cuda`. Registered as ``flash_hopper``: under one C++ autograd node
 (``torch.ops.systems_flash.hopper_attention``), this forward with its variant chosen for the shape (two consumer
 warpgroups where causal queries see fewer than 2,048 keys, three elsewhere at head dim 64: ``fastest`` in
-``flash_hopper.h``; causal below 8,192 keys, a consumer's last key tile halved where its queries see only its first
-half), and whichever backward is the faster for the shape, this one or the Triton kernels' launched
+``flash_hopper.h``; with two and the mask below 8,192 keys, a consumer's last key tile halved where its queries see
+only its first half), and whichever backward is the faster for the shape, this one or the Triton kernels' launched
 from C++: this one at head dim 128, and at 64 from 8,192 keys and from 1,024 where batch and heads give it enough
 blocks to fill the GPU eight times over (``hopper_backward_is_faster`` in ``flash_hopper_ops.cpp``; chapter 20 times
 both, ``book/log.md`` has every version's numbers). Its output is laid out as the Triton kernels' is,
