@@ -2,7 +2,7 @@
 forward over main's (m) per shape, the faster of each tree's rounds (runs 2 and 3), and over cuDNN's forward (the
 faster of its rounds in the same run), with the largest differences from cuDNN's O and from the float64 L; chapter
 20's table on main (run 1) and on the change (run 3), flash_hopper over cuDNN; the compiled training steps in an
-H100 80GB's memory (run 4); the GPU tests (run 3)."""
+H100 80GB's memory (run 4); the GPU tests (runs 3 and 5)."""
 import collections
 import json
 from pathlib import Path
@@ -42,4 +42,5 @@ print("\nrun 4, " + open(HERE / "run4_hold.txt").read().strip())
 print("| preset | batch | sdpa ms | flash_hopper ms | flash_hopper / sdpa |")
 for (size, batch), ms in steps.items():
     print(f"| {size} | {batch} | {ms['sdpa']:.1f} | {ms['flash_hopper']:.1f} | {ms['flash_hopper'] / ms['sdpa']:.3f} |")
-print("\nrun 3 GPU tests:", open(HERE / "run3_pytest.log").read().strip().splitlines()[-1])
+for run in (3, 5):
+    print(f"\nrun {run} GPU tests:", open(HERE / f"run{run}_pytest.log").read().strip().splitlines()[-1])
