@@ -158,10 +158,10 @@ __device__ __forceinline__ void attend(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& s
       HALF_LAST && warp_uniform(min(n_keys, first_row + CONSUMER_ROWS) <= (n_tiles - 1) * BLOCK_K + BLOCK_K / 2);
 
   // the halved tile's S and P in registers of their own: ptxas serialises the products where one array's first half
-  // is written by a product (book/log.md, 2026-11-29)
-  float o[HEAD_DIM / 2] = {}, s[BLOCK_K / 2], s_half[HALF_LAST ? BLOCK_K / 4 : 1];
+  // is written by a product (book/log.md, 2026-11-29); without HALF_LAST, half_last is false and they go unused
+  float o[HEAD_DIM / 2] = {}, s[BLOCK_K / 2], s_half[BLOCK_K / 4];
   float m_i[2] = {-INFINITY, -INFINITY}, l_i[2] = {0.f, 0.f}, alpha[2];
-  uint32_t p[BLOCK_K / 16][4], p_half[HALF_LAST ? BLOCK_K / 32 : 1][4];
+  uint32_t p[BLOCK_K / 16][4], p_half[BLOCK_K / 32][4];
   constexpr int Q_HALF_BYTES = Block<CONSUMERS>::Q_HALF_BYTES;
   barrier_wait(&sh.q_full, j & 1);
 
@@ -213,22 +213,16 @@ __device__ __forceinline__ void attend(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& s
     if (lane == 0) barrier_arrive(&sh.empty[last]);
   };
 
-  if constexpr (HALF_LAST) {
-    if (n_tiles == 1 && half_last) {
-      first_tile(s_half, p_half);
-    } else {
-      first_tile(s, p);
-    }
-    for (int i = 1; i < n_tiles - half_last; ++i) next_tile(i, s, p);
-    if (half_last) {
-      if (n_tiles > 1) next_tile(n_tiles - 1, s_half, p_half);
-      last_product(p_half);
-    } else {
-      last_product(p);
-    }
+  if (n_tiles == 1 && half_last) {
+    first_tile(s_half, p_half);
   } else {
     first_tile(s, p);
-    for (int i = 1; i < n_tiles; ++i) next_tile(i, s, p);
+  }
+  for (int i = 1; i < n_tiles - half_last; ++i) next_tile(i, s, p);
+  if (half_last) {
+    if (n_tiles > 1) next_tile(n_tiles - 1, s_half, p_half);
+    last_product(p_half);
+  } else {
     last_product(p);
   }
 
