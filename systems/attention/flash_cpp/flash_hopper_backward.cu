@@ -121,23 +121,6 @@ __device__ inline KeyBlockTurn key_block(const Problem& p, int item, int walked)
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-// Rows row and row + 8 of a consumer's accumulator (HEAD_DIM columns), times `scale`, into (n_rows, HEAD_DIM) rows.
-template <typename T, int HEAD_DIM>
-__device__ __forceinline__ void store_accumulator(T* out, int64_t row_stride, const float (&acc)[HEAD_DIM / 2],
-                                                  int row, int n_rows, float scale) {
-  const int t = threadIdx.x % 4;
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int r = row + 8 * half;
-    if (r >= n_rows) continue;
-#pragma unroll
-    for (int n = 0; n < HEAD_DIM / 8; ++n) {
-      const uint32_t two = Element<T>::pack(acc[4 * n + 2 * half] * scale, acc[4 * n + 2 * half + 1] * scale);
-      *reinterpret_cast<uint32_t*>(out + r * row_stride + n * 8 + 2 * t) = two;
-    }
-  }
-}
-
 // The producer of the dQ pass, and of each key block of the dK/dV pass: the block's own rows of two tensors, then
 // the walked tiles into the ring, whose count goes on from `walked`, the tiles the block walked before.
 template <int HEAD_DIM, int STAGES>
@@ -554,8 +537,8 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
   asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(tid));
   const int out_key = lane_key(fresh(kb.k0) + (tid / 128 - 1) * ROWS, tid / 32 % 4, tid % 32);
   const int h = fresh(kb.h), b = fresh(kb.b);
-  store_accumulator<T, HEAD_DIM>(head_rows<T>(dK, b, h), dK.row_stride, dk, out_key, p.n_keys, p.scale);
-  store_accumulator<T, HEAD_DIM>(head_rows<T>(dV, b, h), dV.row_stride, dv, out_key, p.n_keys, 1.f);
+  store_rows<T, HEAD_DIM>(head_rows<T>(dK, b, h), dK.row_stride, dk, out_key, p.n_keys, {p.scale, p.scale});
+  store_rows<T, HEAD_DIM>(head_rows<T>(dV, b, h), dV.row_stride, dv, out_key, p.n_keys, {1.f, 1.f});
 }
 
 // The consumers of the dK/dV pass: each key block the producer names, its dK and dV stored before the next.
@@ -659,7 +642,7 @@ __device__ __forceinline__ void consume_dq(BackwardShared<HEAD_DIM, STAGES>& sh,
     wgmma_wait<0>();
     fence_registers(dq);
   }
-  store_accumulator<T, HEAD_DIM>(head_rows<T>(dQ, b, h), dQ.row_stride, dq, row, p.n_queries, p.scale);
+  store_rows<T, HEAD_DIM>(head_rows<T>(dQ, b, h), dQ.row_stride, dq, row, p.n_queries, {p.scale, p.scale});
 }
 
 // DqShared, after BackwardShared in the one-pass kernel's shared memory

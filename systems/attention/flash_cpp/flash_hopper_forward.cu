@@ -238,19 +238,7 @@ __device__ __forceinline__ void attend(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& s
       L[(int64_t(b) * problem.heads + h) * problem.n_queries + r] = (m_i[half] + log2f(l)) * LN2;
     }
   }
-  T* out = head_rows<T>(O, b, h);
-  const int t = lane % 4;
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int r = row + 8 * half;
-    if (r >= problem.n_queries) continue;
-#pragma unroll
-    for (int n = 0; n < HEAD_DIM / 8; ++n) {
-      const uint32_t two = Element<T>::pack(o[4 * n + 2 * half] * inverse_l[half],
-                                            o[4 * n + 2 * half + 1] * inverse_l[half]);
-      *reinterpret_cast<uint32_t*>(out + r * O.row_stride + n * 8 + 2 * t) = two;
-    }
-  }
+  store_rows<T, HEAD_DIM>(head_rows<T>(O, b, h), O.row_stride, o, row, problem.n_queries, inverse_l);
 }
 
 // A consumer warpgroup: the query tiles the producer names, in turn.
