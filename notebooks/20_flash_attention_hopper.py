@@ -125,7 +125,12 @@ report.glue_all("hopper_variant", hopper.variant_facts(effects))
 # slower on an H200 (`book/log.md`, 2026-11-29). With two consumers and the mask below 8,192 keys it also halves a
 # consumer's last key tile where its queries see only the first half (the first consumer's, on the diagonal): S and
 # P V over those 64 keys alone, in a kernel of its own, since the halving lengthens the tile loop. That paid on an H200
-# where query tiles walk few key tiles and cost at 8,192 keys and more (`book/log.md`, 2026-11-30).
+# where query tiles walk few key tiles and cost at 8,192 keys and more (`book/log.md`, 2026-11-30). A consumer writes
+# its 64 rows of O 16 bytes a lane (`store_rows`, which the backward's dK, dV and dQ share): each quad of lanes holds
+# a row, and trades its words in two rounds of shuffles so that every lane holds whole 16-byte chunks of it. Stored
+# as the accumulators hold them, 4 bytes a lane, a warp's store is eight rows of 16 bytes, and a query tile's
+# epilogue took on an H200 almost as long as one of its key tiles; written 16 bytes a lane, the forward took 0.92 to
+# 0.99 of its time at head dimension 128 below 16,384 keys (the log times where a query tile's time goes, in cycles).
 #
 # ## Against cuDNN, forward and backward
 #
