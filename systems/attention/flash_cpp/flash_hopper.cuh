@@ -370,11 +370,24 @@ __device__ __forceinline__ void to_operand(uint32_t (&p)[KEYS / 16][4], const fl
   }
 }
 
+// One round of a quad's 4 x 4 transpose of words: lanes t and t ^ X trade two each, the lane with `upper` (bit X of
+// t) giving and taking w[A0] and w[A1], the other w[B0] and w[B1].
+template <int X, int A0, int A1, int B0, int B1>
+__device__ __forceinline__ void trade(uint32_t (&w)[4], bool upper) {
+  const uint32_t first = __shfl_xor_sync(0xffffffff, upper ? w[A0] : w[B0], X);
+  const uint32_t second = __shfl_xor_sync(0xffffffff, upper ? w[A1] : w[B1], X);
+  if (upper) {
+    w[A0] = first, w[A1] = second;
+  } else {
+    w[B0] = first, w[B1] = second;
+  }
+}
+
 // Rows row and row + 8 of a consumer's accumulator (to_operand's layout over HEAD_DIM columns: lane 4 g + t holds
 // columns 8 n + 2 t and one more), row + 8 h times scale[h], into (n_rows, HEAD_DIM) rows of `out`, 16 bytes a lane
 // a store: each quad of lanes trades its words (a 4 x 4 transpose in two rounds of shuffles) so that lane t holds
 // whole 16-byte chunks 4 m + t. Stored as held, 4 bytes a lane, a warp's store is 8 rows of 16 bytes, and the
-// epilogue waited on the load/store unit for as long as a key tile's products take (book/log.md, 2026-11-30).
+// forward's epilogue took almost as long as a key tile of its loop (book/log.md, 2026-11-30).
 template <typename T, int HEAD_DIM>
 __device__ __forceinline__ void store_rows(T* out, int64_t row_stride, const float (&acc)[HEAD_DIM / 2], int row,
                                            int n_rows, const float (&scale)[2]) {
@@ -391,22 +404,8 @@ __device__ __forceinline__ void store_rows(T* out, int64_t row_stride, const flo
         const int n = 4 * m + c;
         w[c] = Element<T>::pack(acc[4 * n + 2 * half] * scale[half], acc[4 * n + 2 * half + 1] * scale[half]);
       }
-      // lanes t and t ^ 2 swap chunks: the low pair keeps chunks 0 and 1 of both, the high pair 2 and 3
-      const uint32_t a0 = __shfl_xor_sync(0xffffffff, high ? w[0] : w[2], 2);
-      const uint32_t a1 = __shfl_xor_sync(0xffffffff, high ? w[1] : w[3], 2);
-      if (high) {
-        w[0] = a0, w[1] = a1;
-      } else {
-        w[2] = a0, w[3] = a1;
-      }
-      // then t and t ^ 1: w[s] becomes lane s's 4 bytes of chunk 4 m + t
-      const uint32_t b0 = __shfl_xor_sync(0xffffffff, odd ? w[0] : w[1], 1);
-      const uint32_t b1 = __shfl_xor_sync(0xffffffff, odd ? w[2] : w[3], 1);
-      if (odd) {
-        w[0] = b0, w[2] = b1;
-      } else {
-        w[1] = b0, w[3] = b1;
-      }
+      trade<2, 0, 1, 2, 3>(w, high);  // the low pair now holds chunks 4 m and 4 m + 1 of both, the high pair the rest
+      trade<1, 0, 2, 1, 3>(w, odd);   // w[s]: lane s's 4 bytes of chunk 4 m + t
       if (r < n_rows) {
         *reinterpret_cast<uint4*>(out + r * row_stride + 8 * (4 * m + t)) = make_uint4(w[0], w[1], w[2], w[3]);
       }
