@@ -65,3 +65,8 @@ names = set(steps[0]["grouped"]) | set(steps[1]["grouped"])
 for name in sorted(names, key=lambda n: -abs(steps[1]["grouped"][n] - steps[0]["grouped"][n]))[:14]:
     a, b = steps[0]["grouped"][name], steps[1]["grouped"][name]
     print(f"| {a:.2f} | {b:.2f} | {b - a:+.2f} | {name[:100]} |")
+
+print("\n## The compiled xl step (run 5, batch 4): sdpa's alone, flash_hopper's stopped by the call's time")
+for r in rows("run5_prof_step.jsonl"):
+    print(f"{r['attention']}: step {r['step_ms']:.2f}, kernels {r['kernel_ms']:.2f}, attention's "
+          f"{sum(ms for name, ms in r['kernels'].items() if attention(name)):.2f}")
