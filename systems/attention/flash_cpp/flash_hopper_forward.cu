@@ -353,6 +353,15 @@ cudaError_t launch(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, i
   return cudaGetLastError();
 }
 
+// The variant's ping-pong, a run-time switch, as the kernel's template argument.
+template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS, bool CAUSAL, bool HALF_LAST = false>
+cudaError_t launch_taking_turns(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, int* next_item,
+                                cudaStream_t stream, bool pingpong) {
+  constexpr auto with_turns = launch<T, HEAD_DIM, STAGES, CONSUMERS, CAUSAL, true, HALF_LAST>;
+  constexpr auto without = launch<T, HEAD_DIM, STAGES, CONSUMERS, CAUSAL, false, HALF_LAST>;
+  return (pingpong ? with_turns : without)(p, q, k, v, o, L, next_item, stream);
+}
+
 // Causal with two consumers, whether a consumer's last key tile is halved where its queries see only its first
 // half (HALF_LAST), in every variant, so that the ablation's switches compare kernels that halve alike. Each query
 // tile saves a quarter of a key tile's products at most, and the halving makes the tile loop longer: a gain where
@@ -366,18 +375,15 @@ inline bool halves_last_tile(const Problem& p) { return p.n_keys < HALF_LAST_KEY
 template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS>
 cudaError_t launch_for(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, int* next_item,
                        cudaStream_t stream, bool pingpong) {
-  if (p.causal) {
-    if constexpr (CONSUMERS == 2) {
-      if (halves_last_tile(p)) {
-        return pingpong ? launch<T, HEAD_DIM, STAGES, 2, true, true, true>(p, q, k, v, o, L, next_item, stream)
-                        : launch<T, HEAD_DIM, STAGES, 2, true, false, true>(p, q, k, v, o, L, next_item, stream);
-      }
-    }
-    return pingpong ? launch<T, HEAD_DIM, STAGES, CONSUMERS, true, true>(p, q, k, v, o, L, next_item, stream)
-                    : launch<T, HEAD_DIM, STAGES, CONSUMERS, true, false>(p, q, k, v, o, L, next_item, stream);
+  if (!p.causal) {
+    return launch_taking_turns<T, HEAD_DIM, STAGES, CONSUMERS, false>(p, q, k, v, o, L, next_item, stream, pingpong);
   }
-  return pingpong ? launch<T, HEAD_DIM, STAGES, CONSUMERS, false, true>(p, q, k, v, o, L, next_item, stream)
-                  : launch<T, HEAD_DIM, STAGES, CONSUMERS, false, false>(p, q, k, v, o, L, next_item, stream);
+  if constexpr (CONSUMERS == 2) {
+    if (halves_last_tile(p)) {
+      return launch_taking_turns<T, HEAD_DIM, STAGES, 2, true, true>(p, q, k, v, o, L, next_item, stream, pingpong);
+    }
+  }
+  return launch_taking_turns<T, HEAD_DIM, STAGES, CONSUMERS, true>(p, q, k, v, o, L, next_item, stream, pingpong);
 }
 
 template <typename T, int HEAD_DIM, int CONSUMERS>
