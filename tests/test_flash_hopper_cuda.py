@@ -54,17 +54,19 @@ def test_kernels_compile_for_sm90a_without_spilling_or_serialising(forward_build
     report, _ = forward_build
     entries = re.findall(r"Compiling entry function '(\w+)'", report)
     # 2 dtypes x (2 consumer counts at head dim 64, 1 at 128) x 2 ring depths x causal or not x ping-pong or not, and
-    # with two consumers, causal, the same again with the last key tile halved
-    assert len(entries) == 64, entries
+    # with two consumers, causal, the same again with the last key tile halved; head dims 72 and 80 in the tiles of
+    # 128: 2 dtypes x ping-pong or not x (not causal, causal, causal with the last key tile halved), a ring of 3
+    assert len(entries) == 76, entries
     spilled = [int(n) for n in re.findall(r"(\d+) bytes spill stores", report)]
     assert len(spilled) == len(entries) and not any(spilled), report
     # C7512/C7514/C7515 (wgmma serialised) come as "info", C7508 (setmaxnreg ignored) as a warning
     assert "warning" not in report and "Potential Performance Loss" not in report, report
 
 
-# the backward's instantiations: 2 dtypes x 2 head dims x causal or not, per kernel, the dK/dV kernel with one pass
-# and two; the one pass's last kernel, which scales dQ's sums, per dtype and head dim
-BACKWARD_KERNELS = {"hopper_bwd_dkdv_kernel": 16, "hopper_bwd_dq_kernel": 8, "delta_kernel": 4,
+# the backward's instantiations: 2 dtypes x 3 head dims (64, 128, and 72 and 80 in the tiles of 128) x causal or
+# not, per kernel, the dK/dV kernel with one pass and two; the one pass's last kernel, which scales dQ's sums, and the
+# first, per dtype and tile width
+BACKWARD_KERNELS = {"hopper_bwd_dkdv_kernel": 24, "hopper_bwd_dq_kernel": 12, "delta_kernel": 4,
                     "dq_from_accumulator_kernel": 4}
 
 
@@ -105,8 +107,8 @@ def innermost_product_loops(kernel: str) -> list[list[str]]:
 
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit) to compile the kernels")
-@pytest.mark.parametrize("build, name, count", [("forward_build", "hopper_fwd_kernel", 64),
-                                                ("backward_build", "dkdv_kernel", 16)])
+@pytest.mark.parametrize("build, name, count", [("forward_build", "hopper_fwd_kernel", 76),
+                                                ("backward_build", "dkdv_kernel", 24)])
 def test_tile_loops_move_nothing_into_uniform_registers(build, name, count, request):
     # each consumer's index reaches the compiler as the same in every lane of a warp (warp_uniform): computed per
     # lane, the tile loop built the wgmma descriptors in each lane's registers and moved them to the uniform ones
@@ -123,7 +125,7 @@ def test_tile_loops_move_nothing_into_uniform_registers(build, name, count, requ
         tile_loop = min((loop for loop in innermost_product_loops(kernel) if any("MUFU.EX2" in t for t in loop)),
                         key=len)
         moves = [text for text in tile_loop if re.match(r"(@!?\w+\s+)?R2UR\b", text)]
-        halved_at_64 = re.search(r"Li64ELi\dELi2ELb1ELb\dELb1E", kernel.split("\n", 1)[0]) is not None
+        halved_at_64 = re.search(r"Li64ELi64ELi\dELi2ELb1ELb\dELb1E", kernel.split("\n", 1)[0]) is not None
         assert len(moves) <= (4 if halved_at_64 else 0), (kernel.split("\n", 1)[0], moves)
 
 
@@ -232,7 +234,8 @@ CASES = GPU_CASES + [((2,), 1, 257, 128, torch.float16, True), ((1, 2), 256, 256
                      ((1, 2), 2048, 2048, 128, torch.bfloat16, True), ((1, 2), 1500, 1700, 64, torch.bfloat16, True),
                      ((8, 64), 65, 65, 64, torch.bfloat16, True), ((1, 2), 4100, 4500, 128, torch.float16, False),
                      ((1, 1), 700, 4200, 128, torch.bfloat16, True), ((6, 50), 333, 777, 64, torch.bfloat16, False),
-                     ((6, 50), 333, 777, 128, torch.float16, True)]
+                     ((6, 50), 333, 777, 128, torch.float16, True), ((2, 3), 200, 333, 80, torch.bfloat16, False),
+                     ((1, 2), 1000, 1000, 72, torch.float16, True), ((6, 50), 333, 777, 80, torch.bfloat16, True)]
 IDS = [f"{c[1]}x{c[2]}-d{c[3]}-{str(c[4])[6:]}" for c in CASES]
 
 
@@ -251,7 +254,7 @@ def test_gpu_forward_variants_match_the_oracle(case, is_causal):
     q, k, v, dtype = case_inputs(case)
     want_o, want_L, *_ = reference(q, k, v, torch.zeros_like(q), is_causal)
     for stages, pingpong, consumers in VARIANTS:
-        if consumers == 3 and q.shape[-1] != 64:
+        if (consumers == 3 and q.shape[-1] != 64) or (q.shape[-1] in (72, 80) and stages != 3):
             continue
         o, L = forward_hopper_cuda(q, k, v, is_causal, stages, pingpong, consumers)
         which = f"{stages} stages, ping-pong {pingpong}, {consumers} consumers"
@@ -355,7 +358,8 @@ def test_gpu_the_operators_pass_pytorchs_checks(d, layout):
     (64, (1, 2, 8192), True, "hopper"), (64, (1, 2, 4096), True, "triton"),
     (64, (8, 8, 2048), True, "hopper"), (64, (7, 9, 2048), True, "triton"),  # 1,024 blocks of 128 keys, and 1,008
     (64, (16, 16, 1024), True, "hopper"), (64, (64, 32, 512), True, "triton"),  # 2,048 blocks; 8,192 of 512 keys
-    (64, (1, 2, 4096), False, "hopper"), (64, (1, 2, 2048), False, "triton")])
+    (64, (1, 2, 4096), False, "hopper"), (64, (1, 2, 2048), False, "triton"), (80, (4, 3, 1024), True, "hopper"),
+    (72, (1, 2, 300), False, "hopper")])
 def test_gpu_the_attention_takes_the_faster_backward_for_the_shape(d, shape, causal, which):
     # the backward under flash_hopper's autograd node is, bit for bit, the one chosen for the shape (dK and dV: both
     # backwards add dQ up in an order that changes from call to call)
@@ -371,7 +375,8 @@ def test_gpu_the_attention_takes_the_faster_backward_for_the_shape(d, shape, cau
 
 @pytest.mark.gpu
 @HOPPER
-@pytest.mark.parametrize("d, n, causal, consumers", [(128, 1024, True, 2), (128, 1024, False, 2), (64, 16384, True, 3),
+@pytest.mark.parametrize("d, n, causal, consumers", [(128, 1024, True, 2), (128, 1024, False, 2), (80, 1024, True, 2),
+                                                     (72, 700, False, 2), (64, 16384, True, 3),
                                                      (64, 2048, True, 3), (64, 2047, True, 2), (64, 1024, True, 2),
                                                      (64, 512, True, 2), (64, 8192, False, 3), (64, 1024, False, 3)])
 def test_gpu_the_attention_takes_the_faster_forward_for_the_shape(d, n, causal, consumers):
@@ -396,6 +401,12 @@ def test_gpu_variants_it_is_not_built_for_are_refused():
     q = torch.randn(2, 2, 77, 128, device="cuda", dtype=torch.bfloat16)
     with pytest.raises(RuntimeError, match="not 3 stages and 3 consumers at head dim 128"):
         torch.ops.systems_flash.hopper_forward_variant(q, q, q, True, 3, True, 3)
+    q = torch.randn(2, 2, 77, 80, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="not 2 stages and 2 consumers at head dim 80"):
+        torch.ops.systems_flash.hopper_forward_variant(q, q, q, True, 2, True, 2)
+    q = torch.randn(2, 2, 77, 96, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="take head dims 64, 72, 80 and 128; got 96"):
+        torch.ops.systems_flash.hopper_forward(q, q, q, True)
     with pytest.raises(ValueError, match="flash_hopper computes in float16 or bfloat16"):
         forward_hopper_cuda(q.float(), q.float(), q.float(), True)
 
@@ -411,7 +422,7 @@ def test_gpu_compiled_with_lengths_that_change(dynamic):
 
 @pytest.mark.gpu
 @HOPPER
-@pytest.mark.parametrize("d", [64, 128])  # at 200 keys the Triton backward at 64, the Hopper one at 128
+@pytest.mark.parametrize("d", [64, 80, 128])  # at 200 keys the Triton backward at 64, the Hopper one at 80 and 128
 def test_gpu_compiled_in_the_models_layout(d, monkeypatch):
     # the model's q and k are contiguous and v a view of (B, N, H, d): the compiled graph checks the strides of every
     # gradient against the Meta kernel's, whichever backward the shape takes; traced as a process's first call is

@@ -171,13 +171,14 @@ def cuda_unavailable(device: torch.device) -> str | None:
     return _build_cuda()
 
 
-def cuda_unsupported(dtype: torch.dtype, head_dim: int) -> str | None:
-    """Why inputs of ``dtype`` and ``head_dim`` are not for the CUDA kernels, or None."""
+def cuda_unsupported(dtype: torch.dtype, head_dim: int, head_dims: tuple[int, ...] = CUDA_HEAD_DIMS) -> str | None:
+    """Why inputs of ``dtype`` and ``head_dim`` are not for the CUDA kernels (which take ``head_dims``), or None."""
     if dtype not in CUDA_DTYPES:
         return (f"computes in float16 or bfloat16, as FlashAttention-2 does, not {str(dtype).removeprefix('torch.')} "
                 "(cast the inputs, or run under torch.autocast)")
-    if head_dim not in CUDA_HEAD_DIMS:
-        return f"takes head dims {' and '.join(map(str, CUDA_HEAD_DIMS))}, not {head_dim}"
+    if head_dim not in head_dims:
+        named = ", ".join(map(str, head_dims[:-1])) + f" and {head_dims[-1]}"
+        return f"takes head dims {named}, not {head_dim}"
     return None
 
 

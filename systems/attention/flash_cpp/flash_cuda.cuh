@@ -309,7 +309,8 @@ __device__ __forceinline__ T* head_rows(const Rows& rows, int b, int h) {
 
 // The backward's first kernel, for either backward: delta = rowsum(dO * O), in fp32, (B, H, Nq) flattened. A row's
 // HEAD_DIM / 8 lanes each read 16 bytes of O and of dO, so a warp's loads cover whole rows of 128 or 256 bytes (with
-// a thread to a row, each load of a warp touches 32 rows, a row's stride apart).
+// a thread to a row, each load of a warp touches 32 rows, a row's stride apart); those past the problem's head dim
+// (the Hopper kernels' head dims 72 and 80, with HEAD_DIM 128) read nothing.
 constexpr int DELTA_THREADS = 256;
 
 template <typename T, int HEAD_DIM>
@@ -320,7 +321,7 @@ __global__ void __launch_bounds__(DELTA_THREADS)
   const int64_t index = (int64_t(blockIdx.x) * DELTA_THREADS + threadIdx.x) / LANES;
   const int chunk = threadIdx.x % LANES;
   float sum = 0.f;
-  if (index < rows) {  // (no early return: every lane takes part in the shuffles)
+  if (index < rows && 8 * chunk < problem.head_dim) {  // (no early return: every lane takes part in the shuffles)
     const int i = index % problem.n_queries, bh = index / problem.n_queries;
     const int h = bh % problem.heads, b = bh / problem.heads;
     const uint4 a = *reinterpret_cast<const uint4*>(head_rows<T>(O, b, h) + i * O.row_stride + 8 * chunk);

@@ -19,14 +19,22 @@ namespace systems_flash_cuda_tensors {
 using at::Tensor;
 namespace cuda = systems_flash_cuda;
 
-inline void check_cuda_inputs(const Tensor& q, const Tensor& k, const Tensor& v) {
+// The head dims a family of kernels takes, and the words its messages name them in.
+struct HeadDims {
+  bool (*takes)(int);
+  const char* named;
+};
+constexpr HeadDims CUDA_HEAD_DIMS{cuda::supported_head_dim, "64 and 128"};
+
+inline void check_cuda_inputs(const Tensor& q, const Tensor& k, const Tensor& v,
+                              const HeadDims& head_dims = CUDA_HEAD_DIMS) {
   systems_flash::check_inputs(q, k, v);
   TORCH_CHECK(q.is_cuda(), "systems_flash (CUDA): q, k, v must be CUDA tensors");
   TORCH_CHECK(q.scalar_type() == at::kHalf || q.scalar_type() == at::kBFloat16,
               "systems_flash (CUDA): the kernels compute in float16 or bfloat16, as FlashAttention-2 does; got ",
               q.scalar_type());
-  TORCH_CHECK(cuda::supported_head_dim(static_cast<int>(q.size(3))),
-              "systems_flash (CUDA): the kernels take head dims 64 and 128; got ", systems_flash::text(q.size(3)));
+  TORCH_CHECK(head_dims.takes(static_cast<int>(q.size(3))), "systems_flash (CUDA): the kernels take head dims ",
+              head_dims.named, "; got ", systems_flash::text(q.size(3)));
   TORCH_CHECK(q.size(2) >= 1 && k.size(2) >= 1, "systems_flash (CUDA): sequence lengths must be at least 1");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "systems_flash (CUDA): at most 65535 batches and heads");
 }
@@ -73,13 +81,14 @@ inline void check_launch(cudaError_t error) {
 // the gradients laid out as the Meta kernel promises (dQ as q, dK as dk_like, dV as v). One pass, dQ added up in any
 // order into an fp32 accumulator of accumulator_size(problem) floats (which the launcher zeroes), unless that is 0
 // (no one-pass kernel for the problem) or deterministic algorithms are asked for: then two passes (the launcher gets
-// nullptr).
+// nullptr). The launcher's kernels take `head_dims`.
 template <typename Launch, typename AccumulatorSize, typename CheckDevice>
 std::tuple<Tensor, Tensor, Tensor> run_backward(Launch launch, AccumulatorSize accumulator_size,
                                                 CheckDevice check_device, const Tensor& q_in, const Tensor& k_in,
                                                 const Tensor& v_in, const Tensor& o_in, const Tensor& dout_in,
-                                                const Tensor& L_in, bool is_causal, const Tensor& dk_like) {
-  check_cuda_inputs(q_in, k_in, v_in);
+                                                const Tensor& L_in, bool is_causal, const Tensor& dk_like,
+                                                const HeadDims& head_dims = CUDA_HEAD_DIMS) {
+  check_cuda_inputs(q_in, k_in, v_in, head_dims);
   check_device(q_in);
   TORCH_CHECK(o_in.sizes() == q_in.sizes() && dout_in.sizes() == q_in.sizes(),
               "systems_flash (CUDA): o and dout must be shaped like q ", systems_flash::text(q_in.sizes()), ", got ",

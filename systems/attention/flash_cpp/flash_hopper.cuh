@@ -384,13 +384,14 @@ __device__ __forceinline__ void trade(uint32_t (&w)[4], bool upper) {
 }
 
 // Rows row and row + 8 of a consumer's accumulator (to_operand's layout over HEAD_DIM columns: lane 4 g + t holds
-// columns 8 n + 2 t and one more), row + 8 h times scale[h], into (n_rows, HEAD_DIM) rows of `out`, 16 bytes a lane
-// a store: each quad of lanes trades its words (a 4 x 4 transpose in two rounds of shuffles) so that lane t holds
-// whole 16-byte chunks 4 m + t. Stored as held, 4 bytes a lane, a warp's store is 8 rows of 16 bytes, and the
-// forward's epilogue took almost as long as a key tile of its loop (book/log.md, 2026-11-30).
-template <typename T, int HEAD_DIM>
+// columns 8 n + 2 t and one more), row + 8 h times scale[h], into (n_rows, HEAD_DIM) rows of `out`, or with CUT into
+// (n_rows, n_columns) rows (head dims 72 and 80 in tiles of 128), 16 bytes a lane a store: each quad of lanes trades
+// its words (a 4 x 4 transpose in two rounds of shuffles) so that lane t holds whole 16-byte chunks 4 m + t. Stored
+// as held, 4 bytes a lane, a warp's store is 8 rows of 16 bytes, and the forward's epilogue took almost as long as a
+// key tile of its loop (book/log.md, 2026-11-30).
+template <typename T, int HEAD_DIM, bool CUT = false>
 __device__ __forceinline__ void store_rows(T* out, int64_t row_stride, const float (&acc)[HEAD_DIM / 2], int row,
-                                           int n_rows, const float (&scale)[2]) {
+                                           int n_rows, int n_columns, const float (&scale)[2]) {
   const int t = threadIdx.x % 4;
   const bool high = t & 2, odd = t & 1;
 #pragma unroll
@@ -406,7 +407,7 @@ __device__ __forceinline__ void store_rows(T* out, int64_t row_stride, const flo
       }
       trade<2, 0, 1, 2, 3>(w, high);  // the low pair now holds chunks 4 m and 4 m + 1 of both, the high pair the rest
       trade<1, 0, 2, 1, 3>(w, odd);   // w[s]: lane s's 4 bytes of chunk 4 m + t
-      if (r < n_rows) {
+      if (r < n_rows && (!CUT || 8 * (4 * m + t) < n_columns)) {
         *reinterpret_cast<uint4*>(out + r * row_stride + 8 * (4 * m + t)) = make_uint4(w[0], w[1], w[2], w[3]);
       }
     }
@@ -439,8 +440,9 @@ inline Encode encoder() {
 }
 
 // The copy engine's map of one (B, H, n_rows, d) tensor as (d, n_rows, H, B), read in boxes of (64, box_rows) with
-// the 128-byte swizzle; rows past n_rows read as zeros. A dimension of size 1 never moves a pointer, so its stride
-// (which may be anything) is replaced by one the copy engine accepts.
+// the 128-byte swizzle; rows past n_rows, and columns past d (head dims 72 and 80 in tiles of 128), read as zeros. A
+// dimension of size 1 never moves a pointer, so its stride (which may be anything) is replaced by one the copy engine
+// accepts.
 inline cudaError_t tensor_map(CUtensorMap* map, const Problem& p, const Rows& rows, int n_rows, int box_rows) {
   const Encode encode = encoder();
   if (encode == nullptr) return cudaErrorNotSupported;

@@ -97,7 +97,7 @@ __host__ __device__ inline int query_tiles(const Problem& p) { return (p.n_queri
 
 // The fp32 sums of the accumulator's tiles; the one pass's count of key blocks taken (an int) follows them.
 __host__ __device__ inline int64_t dq_tiles_size(const Problem& p) {
-  return int64_t(p.batch) * p.heads * query_tiles(p) * ROWS * p.head_dim;
+  return int64_t(p.batch) * p.heads * query_tiles(p) * ROWS * tile_width(p.head_dim);
 }
 
 // The key blocks of the dK/dV pass, numbered keys fastest (causal: the first, which the most queries see, first),
@@ -226,15 +226,16 @@ __device__ __forceinline__ void produce_query_rows(BackwardShared<HEAD_DIM, STAG
   }
 }
 
-// S^T, dP^T, S or dP: a consumer's own 64 rows (K, V, Q or dO) times a walked tile's 64 (K-major), the own rows
-// from the registers that hold them (HELD, head dim 64) or from shared memory at `rows`
-template <typename T, int HEAD_DIM, bool HELD>
+// S^T, dP^T, S or dP: a consumer's own 64 rows (K, V, Q or dO) times a walked tile's 64 (K-major) over the head
+// dim's first DEPTH columns, the own rows from the registers that hold them (HELD, head dim 64) or from shared
+// memory at `rows`
+template <typename T, int DEPTH, bool HELD>
 __device__ __forceinline__ void issue_own_rows(float (&d)[32], const uint32_t (&held)[4][4], uint32_t rows,
                                                uint32_t walked) {
   if constexpr (HELD) {
     issue_held_k_major<T>(d, held, walked);
   } else {
-    issue_k_major<T, HEAD_DIM, ROWS, BLOCK_HALF, TILE_HALF>(d, rows, walked);
+    issue_k_major<T, DEPTH, ROWS, BLOCK_HALF, TILE_HALF>(d, rows, walked);
   }
 }
 
@@ -248,8 +249,9 @@ __device__ __forceinline__ int lane_key(int consumer_k0, int warp, int lane) {
 // tiles numbered r as the ring counts them, from kb.walked on; ONE_PASS: and this
 // consumer's share of each query tile's dQ, over the block's 128 keys from both consumers' dS^T, added into dq_acc
 // through dsh. The share: at head dim 64 all of dQ for every other tile (dq_taker); at head dim 128 dQ's columns
-// 64 c to 64 c + 63 (32 accumulators, not 64, and half the additions).
-template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL, bool ONE_PASS, bool PERSISTENT>
+// 64 c to 64 c + 63 (32 accumulators, not 64, and half the additions). S^T and dP^T over the head dim's first
+// DEPTH columns (HEAD_DIM, or CUT_DEPTH of 128).
+template <typename T, int HEAD_DIM, int DEPTH, int STAGES, bool CAUSAL, bool ONE_PASS, bool PERSISTENT>
 __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGES>& sh, DqShared& dsh,
                                                   const Problem& p, const Rows& dK, const Rows& dV, float* dq_acc,
                                                   const KeyBlockTurn& kb) {
@@ -282,10 +284,10 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
   auto issue_s = [&](int r) {
     const int stage = r % STAGES;
     barrier_wait(&sh.full[stage], (r / STAGES) & 1);
-    issue_own_rows<T, HEAD_DIM, HELD>(s, k_held, k_rows, shared_address(sh.walk_a[stage]));  // K Q^T
+    issue_own_rows<T, DEPTH, HELD>(s, k_held, k_rows, shared_address(sh.walk_a[stage]));  // K Q^T
   };
   auto issue_dp = [&](int r) {
-    issue_own_rows<T, HEAD_DIM, HELD>(dp, v_held, v_rows, shared_address(sh.walk_b[r % STAGES]));  // V dO^T
+    issue_own_rows<T, DEPTH, HELD>(dp, v_held, v_rows, shared_address(sh.walk_b[r % STAGES]));  // V dO^T
   };
   auto issue_scores = [&](int r) {
     issue_s(r);
@@ -537,17 +539,19 @@ __device__ __forceinline__ void consume_key_block(BackwardShared<HEAD_DIM, STAGE
   asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(tid));
   const int out_key = lane_key(fresh(kb.k0) + (tid / 128 - 1) * ROWS, tid / 32 % 4, tid % 32);
   const int h = fresh(kb.h), b = fresh(kb.b);
-  store_rows<T, HEAD_DIM>(head_rows<T>(dK, b, h), dK.row_stride, dk, out_key, p.n_keys, {p.scale, p.scale});
-  store_rows<T, HEAD_DIM>(head_rows<T>(dV, b, h), dV.row_stride, dv, out_key, p.n_keys, {1.f, 1.f});
+  constexpr bool CUT = DEPTH != HEAD_DIM;
+  store_rows<T, HEAD_DIM, CUT>(head_rows<T>(dK, b, h), dK.row_stride, dk, out_key, p.n_keys, p.head_dim,
+                               {p.scale, p.scale});
+  store_rows<T, HEAD_DIM, CUT>(head_rows<T>(dV, b, h), dV.row_stride, dv, out_key, p.n_keys, p.head_dim, {1.f, 1.f});
 }
 
 // The consumers of the dK/dV pass: each key block the producer names, its dK and dV stored before the next.
-template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL, bool ONE_PASS, bool PERSISTENT>
+template <typename T, int HEAD_DIM, int DEPTH, int STAGES, bool CAUSAL, bool ONE_PASS, bool PERSISTENT>
 __device__ __forceinline__ void consume_key_blocks(BackwardShared<HEAD_DIM, STAGES>& sh, DqShared& dsh,
                                                    const Problem& p, const Rows& dK, const Rows& dV, float* dq_acc) {
   for (int j = 0; const KeyBlockTurn* kb = take_key_block<PERSISTENT>(sh, p, j); ++j) {
     barrier_wait(&sh.own_full, j & 1);
-    consume_key_block<T, HEAD_DIM, STAGES, CAUSAL, ONE_PASS, PERSISTENT>(sh, dsh, p, dK, dV, dq_acc, *kb);
+    consume_key_block<T, HEAD_DIM, DEPTH, STAGES, CAUSAL, ONE_PASS, PERSISTENT>(sh, dsh, p, dK, dV, dq_acc, *kb);
     __syncwarp();
     finish_key_block<PERSISTENT>(sh, j);
   }
@@ -555,8 +559,9 @@ __device__ __forceinline__ void consume_key_blocks(BackwardShared<HEAD_DIM, STAG
   if (ONE_PASS && threadIdx.x % 32 == 0) bulk_wait_done();
 }
 
-// dQ for one consumer's 64 queries (own_a = Q, own_b = dO; walked: walk_a = K, walk_b = V).
-template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL>
+// dQ for one consumer's 64 queries (own_a = Q, own_b = dO; walked: walk_a = K, walk_b = V), S and dP over the head
+// dim's first DEPTH columns.
+template <typename T, int HEAD_DIM, int DEPTH, int STAGES, bool CAUSAL>
 __device__ __forceinline__ void consume_dq(BackwardShared<HEAD_DIM, STAGES>& sh, const Problem& p, const float* L,
                                            const float* delta, const Rows& dQ, int q0, int h, int b, int n_tiles) {
   const int consumer = threadIdx.x / 128 - 1, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, t = lane % 4;
@@ -581,8 +586,8 @@ __device__ __forceinline__ void consume_dq(BackwardShared<HEAD_DIM, STAGES>& sh,
   auto issue_scores = [&](int j) {  // tile j's S = Q K^T and dP = dO V^T, issued together
     const int stage = j % STAGES;
     barrier_wait(&sh.full[stage], (j / STAGES) & 1);
-    issue_own_rows<T, HEAD_DIM, HELD>(s, q_held, q_rows, shared_address(sh.walk_a[stage]));
-    issue_own_rows<T, HEAD_DIM, HELD>(dp, do_held, do_rows, shared_address(sh.walk_b[stage]));
+    issue_own_rows<T, DEPTH, HELD>(s, q_held, q_rows, shared_address(sh.walk_a[stage]));
+    issue_own_rows<T, DEPTH, HELD>(dp, do_held, do_rows, shared_address(sh.walk_b[stage]));
   };
   // the key tiles from `first_edge` on run past the keys' end or (causal) past this consumer's first query: the last
   // one or two; the loop over tiles takes them apart (edge: std::true_type or std::false_type), as the dK/dV pass does
@@ -642,7 +647,8 @@ __device__ __forceinline__ void consume_dq(BackwardShared<HEAD_DIM, STAGES>& sh,
     wgmma_wait<0>();
     fence_registers(dq);
   }
-  store_rows<T, HEAD_DIM>(head_rows<T>(dQ, b, h), dQ.row_stride, dq, row, p.n_queries, {p.scale, p.scale});
+  store_rows<T, HEAD_DIM, DEPTH != HEAD_DIM>(head_rows<T>(dQ, b, h), dQ.row_stride, dq, row, p.n_queries,
+                                             p.head_dim, {p.scale, p.scale});
 }
 
 // DqShared, after BackwardShared in the one-pass kernel's shared memory
@@ -674,7 +680,7 @@ __device__ __forceinline__ void init_barriers(BackwardShared<HEAD_DIM, STAGES>& 
 
 // maps: K, V (boxes of 128 rows), Q, dO (boxes of 64). ONE_PASS: dQ added up into dq_acc too, and a persistent grid
 // whose blocks count their key blocks off the int past the accumulator's tiles (zeroed with them).
-template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL, bool ONE_PASS>
+template <typename T, int HEAD_DIM, int DEPTH, int STAGES, bool CAUSAL, bool ONE_PASS>
 __global__ void __launch_bounds__(THREADS, 1)
     hopper_bwd_dkdv_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
                            const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap do_map,
@@ -695,13 +701,14 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (threadIdx.x / 32 == 1) produce_query_rows<HEAD_DIM, STAGES, PERSISTENT>(sh, problem, L, delta);
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGISTERS));
-    consume_key_blocks<T, HEAD_DIM, STAGES, CAUSAL, ONE_PASS, PERSISTENT>(sh, dq_shared(sh), problem, dK, dV, dq_acc);
+    consume_key_blocks<T, HEAD_DIM, DEPTH, STAGES, CAUSAL, ONE_PASS, PERSISTENT>(sh, dq_shared(sh), problem, dK, dV,
+                                                                                dq_acc);
   }
 #endif
 }
 
 // maps: Q, dO (boxes of 128 rows), K, V (boxes of 64)
-template <typename T, int HEAD_DIM, int STAGES, bool CAUSAL>
+template <typename T, int HEAD_DIM, int DEPTH, int STAGES, bool CAUSAL>
 __global__ void __launch_bounds__(THREADS, 1)
     hopper_bwd_dq_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap do_map,
                          const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
@@ -720,14 +727,15 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (threadIdx.x == 0) produce<HEAD_DIM, STAGES>(sh, q_map, do_map, k_map, v_map, q0, 0, n_tiles, h, b, 0);
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGISTERS));
-    consume_dq<T, HEAD_DIM, STAGES, CAUSAL>(sh, problem, L, delta, dQ, q0, h, b, n_tiles);
+    consume_dq<T, HEAD_DIM, DEPTH, STAGES, CAUSAL>(sh, problem, L, delta, dQ, q0, h, b, n_tiles);
   }
 #endif
 }
 
 // dQ = scale * the one-pass accumulator (DQ_TILE_FLOATS' order), a block per (query tile, head, batch): the tile
-// rounded to T into shared memory, then written out 16 bytes a thread along its rows. Each row is padded by 16 bytes
-// so that the eight rows a warp's 4-byte stores reach fall in distinct banks.
+// rounded to T into shared memory, then written out 16 bytes a thread along its rows, those of the head dim's
+// columns (all of HEAD_DIM's but at head dims 72 and 80). Each row is padded by 16 bytes so that the eight rows a
+// warp's 4-byte stores reach fall in distinct banks.
 constexpr int DQ_FROM_THREADS = 256;
 
 template <typename T, int HEAD_DIM>
@@ -751,7 +759,7 @@ __global__ void __launch_bounds__(DQ_FROM_THREADS)
   T* out = head_rows<T>(dQ, b, h);
   for (int i = threadIdx.x; i < ROWS * ROW_CHUNKS; i += DQ_FROM_THREADS) {
     const int r = i / ROW_CHUNKS, chunk = i % ROW_CHUNKS, row = tile * ROWS + r;
-    if (row < problem.n_queries) {
+    if (row < problem.n_queries && 8 * chunk < problem.head_dim) {
       *reinterpret_cast<uint4*>(out + row * dQ.row_stride + 8 * chunk) =
           *reinterpret_cast<const uint4*>(&tile_rows[r][8 * chunk]);
     }
@@ -768,7 +776,7 @@ template <int HEAD_DIM, bool CAUSAL>
 constexpr int DKDV_STAGES = HEAD_DIM == 128 ? 2 : CAUSAL ? 3 : 4;
 constexpr int DQ_STAGES = 3;
 
-template <typename T, int HEAD_DIM, bool CAUSAL>
+template <typename T, int HEAD_DIM, int DEPTH, bool CAUSAL>
 cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L,
                             float* delta, Rows dq, Rows dk, Rows dv, float* dq_acc, cudaStream_t stream) {
   if (const cudaError_t error = systems_flash_cuda::launch_delta<T, HEAD_DIM>(
@@ -787,7 +795,7 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
   if (dq_acc != nullptr) {
     constexpr int SHARED =
         BACKWARD_SHARED_ROUNDED<HEAD_DIM, DKDV_STAGES<HEAD_DIM, CAUSAL>> + sizeof(DqShared) + 1024;
-    constexpr auto one_pass = hopper_bwd_dkdv_kernel<T, HEAD_DIM, DKDV_STAGES<HEAD_DIM, CAUSAL>, CAUSAL, true>;
+    constexpr auto one_pass = hopper_bwd_dkdv_kernel<T, HEAD_DIM, DEPTH, DKDV_STAGES<HEAD_DIM, CAUSAL>, CAUSAL, true>;
     const cudaError_t error = systems_flash_cuda::allow_shared<one_pass>(SHARED);
     if (error != cudaSuccess) return error;
     one_pass<<<std::min(key_block_count(p), multiprocessors()), THREADS, SHARED, stream>>>(k128, v128, q64, do64, p, L,
@@ -798,8 +806,8 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
   }
   constexpr int DKDV_SHARED = sizeof(BackwardShared<HEAD_DIM, DKDV_STAGES<HEAD_DIM, CAUSAL>>) + 1024;
   constexpr int DQ_SHARED = sizeof(BackwardShared<HEAD_DIM, DQ_STAGES>) + 1024;
-  constexpr auto dkdv = hopper_bwd_dkdv_kernel<T, HEAD_DIM, DKDV_STAGES<HEAD_DIM, CAUSAL>, CAUSAL, false>;
-  constexpr auto dq_kernel = hopper_bwd_dq_kernel<T, HEAD_DIM, DQ_STAGES, CAUSAL>;
+  constexpr auto dkdv = hopper_bwd_dkdv_kernel<T, HEAD_DIM, DEPTH, DKDV_STAGES<HEAD_DIM, CAUSAL>, CAUSAL, false>;
+  constexpr auto dq_kernel = hopper_bwd_dq_kernel<T, HEAD_DIM, DEPTH, DQ_STAGES, CAUSAL>;
   for (cudaError_t error : {systems_flash_cuda::allow_shared<dkdv>(DKDV_SHARED),
                             systems_flash_cuda::allow_shared<dq_kernel>(DQ_SHARED)}) {
     if (error != cudaSuccess) return error;
@@ -814,9 +822,21 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
 
 cudaError_t backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L, float* delta,
                      Rows dq, Rows dk, Rows dv, float* dq_acc, cudaStream_t stream) {
+  if (p.head_dim == 72 || p.head_dim == 80) {  // in the tiles of head dim 128, the products over it cut
+    const auto launch = [&](auto type, auto causal) {
+      return launch_backward<typename decltype(type)::type, 128, CUT_DEPTH, decltype(causal)::value>(
+          p, q, k, v, o, dout, L, delta, dq, dk, dv, dq_acc, stream);
+    };
+    const auto with_causal = [&](auto type) {
+      return p.causal ? launch(type, std::true_type{}) : launch(type, std::false_type{});
+    };
+    using systems_flash_cuda::Of;
+    return p.dtype == systems_flash_cuda::DType::BFloat16 ? with_causal(Of<__nv_bfloat16>{})
+                                                          : with_causal(Of<__half>{});
+  }
   return systems_flash_cuda::launch_for_problem(p, [&](auto type, auto head_dim, auto causal) {
-    return launch_backward<typename decltype(type)::type, decltype(head_dim)::value, decltype(causal)::value>(
-        p, q, k, v, o, dout, L, delta, dq, dk, dv, dq_acc, stream);
+    return launch_backward<typename decltype(type)::type, decltype(head_dim)::value, decltype(head_dim)::value,
+                           decltype(causal)::value>(p, q, k, v, o, dout, L, delta, dq, dk, dv, dq_acc, stream);
   });
 }
 

@@ -133,10 +133,11 @@ __device__ __forceinline__ void rescale(float (&o)[N], const float (&alpha)[2]) 
 
 // One query tile's O and L, for this consumer's 64 of its queries: the block's j-th, its key tiles numbered r as the
 // ring counts them, from turn.walked on. Its head and batch are read from the turn where O and L are stored, not
-// kept in registers through the loop. HALF_LAST (causal, two consumers, short lengths: halves_last_tile): where none
+// kept in registers through the loop. S's products take the head dim's first DEPTH columns (HEAD_DIM, or CUT_DEPTH
+// of 128), the rest zeros. HALF_LAST (causal, two consumers, short lengths: halves_last_tile): where none
 // of this consumer's queries sees a key past the first half of its last key tile (the first consumer's on the
 // diagonal, or the keys end there), that tile's S and P V are products over its first 64 keys alone.
-template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS, bool CAUSAL, bool PINGPONG, bool HALF_LAST>
+template <typename T, int HEAD_DIM, int DEPTH, int STAGES, int CONSUMERS, bool CAUSAL, bool PINGPONG, bool HALF_LAST>
 __device__ __forceinline__ void attend(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& sh, const Problem& problem,
                                        const Rows& O, float* L, const QueryTileTurn& turn, int j) {
   const int consumer = warp_uniform(threadIdx.x / 128 - 1), lane = threadIdx.x % 32;
@@ -170,7 +171,7 @@ __device__ __forceinline__ void attend(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& s
     constexpr int KEYS = 2 * sizeof(its_s) / sizeof(float);
     barrier_wait(&sh.k_full[walked % STAGES], (walked / STAGES) & 1);
     if (PINGPONG) wait_turn(consumer);
-    issue_k_major<T, HEAD_DIM, KEYS, Q_HALF_BYTES, HALF_BYTES>(its_s, q, shared_address(sh.k[walked % STAGES]));
+    issue_k_major<T, DEPTH, KEYS, Q_HALF_BYTES, HALF_BYTES>(its_s, q, shared_address(sh.k[walked % STAGES]));
     if (PINGPONG) give_turn<CONSUMERS>(consumer);
     wgmma_wait<0>();
     fence_registers(its_s);
@@ -185,7 +186,7 @@ __device__ __forceinline__ void attend(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& s
     barrier_wait(&sh.k_full[stage], (r / STAGES) & 1);
     barrier_wait(&sh.v_full[previous], ((r - 1) / STAGES) & 1);
     if (PINGPONG) wait_turn(consumer);
-    issue_k_major<T, HEAD_DIM, KEYS, Q_HALF_BYTES, HALF_BYTES>(its_s, q, shared_address(sh.k[stage]));
+    issue_k_major<T, DEPTH, KEYS, Q_HALF_BYTES, HALF_BYTES>(its_s, q, shared_address(sh.k[stage]));
     rescale(o, alpha);
     issue_from_registers<T, HEAD_DIM, BLOCK_K, HALF_BYTES>(o, p, shared_address(sh.v[previous]));
     if (PINGPONG) give_turn<CONSUMERS>(consumer);
@@ -238,17 +239,18 @@ __device__ __forceinline__ void attend(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& s
       L[(int64_t(b) * problem.heads + h) * problem.n_queries + r] = (m_i[half] + log2f(l)) * LN2;
     }
   }
-  store_rows<T, HEAD_DIM>(head_rows<T>(O, b, h), O.row_stride, o, row, problem.n_queries, inverse_l);
+  store_rows<T, HEAD_DIM, DEPTH != HEAD_DIM>(head_rows<T>(O, b, h), O.row_stride, o, row, problem.n_queries,
+                                             problem.head_dim, inverse_l);
 }
 
 // A consumer warpgroup: the query tiles the producer names, in turn.
-template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS, bool CAUSAL, bool PINGPONG, bool HALF_LAST>
+template <typename T, int HEAD_DIM, int DEPTH, int STAGES, int CONSUMERS, bool CAUSAL, bool PINGPONG, bool HALF_LAST>
 __device__ __forceinline__ void consume(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& sh, const Problem& problem,
                                         const Rows& O, float* L) {
   const int consumer = threadIdx.x / 128 - 1;
   if (PINGPONG && consumer == CONSUMERS - 1) give_turn<CONSUMERS>(consumer);  // the first consumer goes first
   for (int j = 0; const QueryTileTurn* turn = named_turn(sh, j, query_tile_count<CONSUMERS>(problem)); ++j) {
-    attend<T, HEAD_DIM, STAGES, CONSUMERS, CAUSAL, PINGPONG, HALF_LAST>(sh, problem, O, L, *turn, j);
+    attend<T, HEAD_DIM, DEPTH, STAGES, CONSUMERS, CAUSAL, PINGPONG, HALF_LAST>(sh, problem, O, L, *turn, j);
     release_turn(sh, j);
   }
   // The last consumer gave the first a turn after the block's last query tile; the first takes it, so that every
@@ -299,7 +301,7 @@ __device__ __forceinline__ void produce(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& 
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS, bool CAUSAL, bool PINGPONG, bool HALF_LAST>
+template <typename T, int HEAD_DIM, int DEPTH, int STAGES, int CONSUMERS, bool CAUSAL, bool PINGPONG, bool HALF_LAST>
 __global__ void __launch_bounds__(Block<CONSUMERS>::THREADS, 1)
     hopper_fwd_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                       const __grid_constant__ CUtensorMap v_map, const Problem problem, const Rows O, float* L,
@@ -328,14 +330,14 @@ __global__ void __launch_bounds__(Block<CONSUMERS>::THREADS, 1)
     if (threadIdx.x == 0) produce<T, HEAD_DIM, STAGES, CONSUMERS, CAUSAL>(sh, problem, q_map, k_map, v_map, next_item);
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Block<CONSUMERS>::CONSUMER_REGISTERS));
-    consume<T, HEAD_DIM, STAGES, CONSUMERS, CAUSAL, PINGPONG, HALF_LAST>(sh, problem, O, L);
+    consume<T, HEAD_DIM, DEPTH, STAGES, CONSUMERS, CAUSAL, PINGPONG, HALF_LAST>(sh, problem, O, L);
   }
 #endif
 }
 
 namespace {
 
-template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS, bool CAUSAL, bool PINGPONG, bool HALF_LAST = false>
+template <typename T, int HEAD_DIM, int DEPTH, int STAGES, int CONSUMERS, bool CAUSAL, bool PINGPONG, bool HALF_LAST>
 cudaError_t launch(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, int* next_item, cudaStream_t stream) {
   using B = Block<CONSUMERS>;
   CUtensorMap maps[3];
@@ -344,7 +346,7 @@ cudaError_t launch(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, i
     if (error != cudaSuccess) return error;
   }
   constexpr int SHARED = sizeof(Shared<T, HEAD_DIM, STAGES, CONSUMERS>) + 1024;
-  constexpr auto kernel = hopper_fwd_kernel<T, HEAD_DIM, STAGES, CONSUMERS, CAUSAL, PINGPONG, HALF_LAST>;
+  constexpr auto kernel = hopper_fwd_kernel<T, HEAD_DIM, DEPTH, STAGES, CONSUMERS, CAUSAL, PINGPONG, HALF_LAST>;
   const cudaError_t error = systems_flash_cuda::allow_shared<kernel>(SHARED);
   if (error != cudaSuccess) return error;
   if (const cudaError_t error = cudaMemsetAsync(next_item, 0, sizeof(int), stream); error != cudaSuccess) return error;
@@ -354,11 +356,11 @@ cudaError_t launch(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, i
 }
 
 // The variant's ping-pong, a run-time switch, as the kernel's template argument.
-template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS, bool CAUSAL, bool HALF_LAST = false>
+template <typename T, int HEAD_DIM, int DEPTH, int STAGES, int CONSUMERS, bool CAUSAL, bool HALF_LAST = false>
 cudaError_t launch_taking_turns(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, int* next_item,
                                 cudaStream_t stream, bool pingpong) {
-  constexpr auto with_turns = launch<T, HEAD_DIM, STAGES, CONSUMERS, CAUSAL, true, HALF_LAST>;
-  constexpr auto without = launch<T, HEAD_DIM, STAGES, CONSUMERS, CAUSAL, false, HALF_LAST>;
+  constexpr auto with_turns = launch<T, HEAD_DIM, DEPTH, STAGES, CONSUMERS, CAUSAL, true, HALF_LAST>;
+  constexpr auto without = launch<T, HEAD_DIM, DEPTH, STAGES, CONSUMERS, CAUSAL, false, HALF_LAST>;
   return (pingpong ? with_turns : without)(p, q, k, v, o, L, next_item, stream);
 }
 
@@ -372,32 +374,38 @@ inline bool halves_last_tile(const Problem& p) { return p.n_keys < HALF_LAST_KEY
 // The instantiations a launch can reach: ring depth 2 or 3, ping-pong or not, causal or not; three consumer
 // warpgroups at head dim 64 only (at 128 their 160 registers cannot hold S and O); with two, causal, the last key
 // tile halved at short lengths (three have not the registers for the halved tile's own).
-template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS>
+template <typename T, int HEAD_DIM, int DEPTH, int STAGES, int CONSUMERS>
 cudaError_t launch_for(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, int* next_item,
                        cudaStream_t stream, bool pingpong) {
   if (!p.causal) {
-    return launch_taking_turns<T, HEAD_DIM, STAGES, CONSUMERS, false>(p, q, k, v, o, L, next_item, stream, pingpong);
+    return launch_taking_turns<T, HEAD_DIM, DEPTH, STAGES, CONSUMERS, false>(p, q, k, v, o, L, next_item, stream,
+                                                                            pingpong);
   }
   if constexpr (CONSUMERS == 2) {
     if (halves_last_tile(p)) {
-      return launch_taking_turns<T, HEAD_DIM, STAGES, 2, true, true>(p, q, k, v, o, L, next_item, stream, pingpong);
+      return launch_taking_turns<T, HEAD_DIM, DEPTH, STAGES, 2, true, true>(p, q, k, v, o, L, next_item, stream,
+                                                                           pingpong);
     }
   }
-  return launch_taking_turns<T, HEAD_DIM, STAGES, CONSUMERS, true>(p, q, k, v, o, L, next_item, stream, pingpong);
+  return launch_taking_turns<T, HEAD_DIM, DEPTH, STAGES, CONSUMERS, true>(p, q, k, v, o, L, next_item, stream,
+                                                                         pingpong);
 }
 
 template <typename T, int HEAD_DIM, int CONSUMERS>
 cudaError_t launch_with(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, int* next_item,
                         cudaStream_t stream, const Variant& variant) {
   return variant.stages == 2
-             ? launch_for<T, HEAD_DIM, 2, CONSUMERS>(p, q, k, v, o, L, next_item, stream, variant.pingpong)
-             : launch_for<T, HEAD_DIM, 3, CONSUMERS>(p, q, k, v, o, L, next_item, stream, variant.pingpong);
+             ? launch_for<T, HEAD_DIM, HEAD_DIM, 2, CONSUMERS>(p, q, k, v, o, L, next_item, stream, variant.pingpong)
+             : launch_for<T, HEAD_DIM, HEAD_DIM, 3, CONSUMERS>(p, q, k, v, o, L, next_item, stream, variant.pingpong);
 }
 
 template <typename T>
 cudaError_t launch_of(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, int* next_item,
                       cudaStream_t stream, const Variant& variant) {
   if (p.head_dim == 128) return launch_with<T, 128, 2>(p, q, k, v, o, L, next_item, stream, variant);
+  if (p.head_dim > 64) {  // 72 and 80: in the tiles of 128, S's products cut
+    return launch_for<T, 128, CUT_DEPTH, 3, 2>(p, q, k, v, o, L, next_item, stream, variant.pingpong);
+  }
   return variant.consumers == 2 ? launch_with<T, 64, 2>(p, q, k, v, o, L, next_item, stream, variant)
                                 : launch_with<T, 64, 3>(p, q, k, v, o, L, next_item, stream, variant);
 }
@@ -406,7 +414,7 @@ cudaError_t launch_of(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L
 
 cudaError_t forward(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, int* next_item, cudaStream_t stream,
                     const Variant& variant) {
-  if (!systems_flash_cuda::supported_head_dim(p.head_dim) || !valid(variant, p.head_dim)) return cudaErrorInvalidValue;
+  if (!takes_head_dim(p.head_dim) || !valid(variant, p.head_dim)) return cudaErrorInvalidValue;
   return p.dtype == systems_flash_cuda::DType::BFloat16
              ? launch_of<__nv_bfloat16>(p, q, k, v, o, L, next_item, stream, variant)
              : launch_of<__half>(p, q, k, v, o, L, next_item, stream, variant);

@@ -22,6 +22,8 @@ namespace {
 using at::Tensor;
 using namespace systems_flash_cuda_tensors;
 
+constexpr HeadDims HOPPER_HEAD_DIMS{systems_flash_hopper::takes_head_dim, "64, 72, 80 and 128"};
+
 // The kernels are built for sm_90a alone.
 void check_hopper(const Tensor& q) {
   int major = 0, minor = 0;
@@ -48,10 +50,11 @@ void run_forward(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, boo
 
 std::tuple<Tensor, Tensor> hopper_forward_variant(const Tensor& q, const Tensor& k, const Tensor& v, bool is_causal,
                                                   int64_t stages, bool pingpong, int64_t consumers) {
-  check_cuda_inputs(q, k, v);
+  check_cuda_inputs(q, k, v, HOPPER_HEAD_DIMS);
   const systems_flash_hopper::Variant variant{static_cast<int>(stages), pingpong, static_cast<int>(consumers)};
   TORCH_CHECK(systems_flash_hopper::valid(variant, static_cast<int>(q.size(3))), "systems_flash (Hopper): the "
-              "kernel is built for rings of 2 or 3 stages and 2 consumer warpgroups (or 3 at head dim 64), not ",
+              "kernel is built for rings of 2 or 3 stages and 2 consumer warpgroups (or 3 at head dim 64; at head dims "
+              "72 and 80 a ring of 3 and 2 consumers), not ",
               systems_flash::text(stages), " stages and ", systems_flash::text(consumers), " consumers at head dim ",
               systems_flash::text(q.size(3)));
   Tensor o = at::empty_like(q), L = at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(at::kFloat));
@@ -74,7 +77,7 @@ std::tuple<Tensor, Tensor, Tensor> run_hopper_backward(const Tensor& q, const Te
                                                        const Tensor& o, const Tensor& dout, const Tensor& L,
                                                        bool is_causal, const Tensor& dk_like) {
   return run_backward(systems_flash_hopper::backward, systems_flash_hopper::dq_accumulator_size, check_hopper, q, k, v,
-                      o, dout, L, is_causal, dk_like);
+                      o, dout, L, is_causal, dk_like, HOPPER_HEAD_DIMS);
 }
 
 std::tuple<Tensor, Tensor, Tensor> hopper_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
@@ -91,7 +94,7 @@ std::tuple<Tensor, Tensor, Tensor> hopper_backward(const Tensor& q, const Tensor
 bool hopper_backward_is_faster(const Tensor& k, bool is_causal) {
   constexpr int64_t KEY_BLOCKS = 1024;
   const int64_t keys = k.size(2);
-  if (k.size(3) == 128) return true;
+  if (k.size(3) != 64) return true;
   if (!is_causal) return keys >= 4096;
   return keys >= 8192 ||
          (keys >= 1024 && k.size(0) * k.size(1) * keys >= KEY_BLOCKS * systems_flash_hopper::BACKWARD_BLOCK_KEYS);
@@ -106,7 +109,7 @@ struct TritonBackward {
 // Triton kernels' host path lays them out (heads_interleaved_outputs), which the Meta kernel promises.
 std::tuple<Tensor, Tensor> hopper_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                                     bool is_causal) {
-  check_cuda_inputs(q, k, v);
+  check_cuda_inputs(q, k, v, HOPPER_HEAD_DIMS);
   auto [o, L] = systems_flash::heads_interleaved_outputs(q);
   run_forward(q, k, v, is_causal, variant_for(q, k, is_causal), o, L);
   return {o, L};

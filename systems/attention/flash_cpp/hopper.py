@@ -13,8 +13,10 @@ blocks to fill the GPU eight times over (``hopper_backward_is_faster`` in ``flas
 both, ``book/log.md`` has every version's numbers). Its output is laid out as the Triton kernels' is,
 (B, N, H, d) in memory, so the model's reshape of it is a view.
 
-It runs on sm_90 GPUs (H100, H200), bf16 and fp16, head dims 64 and 128; other inputs go to the portable Triton
-kernel. The kernel is built on first use for ``sm_90a`` (nvcc), beside the Triton kernels' C++ host path.
+It runs on sm_90 GPUs (H100, H200), bf16 and fp16, head dims 64 and 128, and 72 and 80 (the 2.7B preset's) in the
+kernels of head dim 128, whose columns past the head dim the copy engine reads as zeros, with the products over the
+head dim cut to its first 80 columns; other inputs go to the portable Triton kernel. The kernel is built on first use
+for ``sm_90a`` (nvcc), beside the Triton kernels' C++ host path.
 
     from systems.attention.flash_cpp.hopper import flash_attention_hopper, forward_hopper_cuda
     o = flash_attention_hopper(q, k, v, is_causal=True)                           # with autograd
@@ -35,6 +37,7 @@ SOURCES = (HERE / "flash_hopper_ops.cpp", HERE / "flash_hopper_forward.cu", HERE
 # wgmma and setmaxnreg need the architecture-specific target; naming it keeps PyTorch from adding its own
 ARCH_FLAGS = ("-gencode=arch=compute_90a,code=sm_90a",)
 HOPPER = (9, 0)
+HEAD_DIMS = (64, 72, 80, 128)  # the kernels' (flash_hopper.h: takes_head_dim)
 _READY = False  # set once built: a call then checks nothing more
 
 
@@ -74,7 +77,7 @@ def _check_kernel_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_c
     RuntimeError."""
     check_attention_inputs(q, k, v)
     check_is_causal(is_causal)
-    why = cuda_unsupported(q.dtype, q.shape[-1])
+    why = cuda_unsupported(q.dtype, q.shape[-1], HEAD_DIMS)
     if why:
         raise ValueError(f"flash_hopper {why}")
     why = unavailable(q.device)
@@ -85,11 +88,11 @@ def _check_kernel_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_c
 def flash_attention_hopper(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool = False
                            ) -> torch.Tensor:
     """q (B, [H,] Nq, d), k, v (B, [H,] Nk, d) on an sm_90 GPU -> (B, [H,] Nq, d); causal masking is top-left
-    aligned. Inputs the kernel does not take (dtypes other than bf16 and fp16, head dims other than 64 and 128) go to
-    the portable Triton kernel."""
+    aligned. Inputs the kernel does not take (dtypes other than bf16 and fp16, head dims other than 64, 72, 80 and
+    128) go to the portable Triton kernel."""
     check_attention_inputs(q, k, v)
     check_is_causal(is_causal)
-    if cuda_unsupported(q.dtype, q.shape[-1]):
+    if cuda_unsupported(q.dtype, q.shape[-1], HEAD_DIMS):
         from systems.attention.flash_triton import flash_attention_triton
 
         return flash_attention_triton(q, k, v, is_causal)
@@ -114,7 +117,8 @@ def forward_hopper_cuda(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_ca
                         consumers: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The forward alone, no autograd: O like q and the log-sum-exp L (B, [H,] Nq) in fp32, natural log. Without a
     variant it runs as ``flash_hopper`` runs it for the shape; the ablation names all three of the ring depth (2 or
-    3), the ping-pong and the consumer warpgroups (2, or 3 at head dim 64)."""
+    3), the ping-pong and the consumer warpgroups (2, or 3 at head dim 64; at head dims 72 and 80 the ring of 3 and
+    two consumers alone)."""
     variant = (stages, pingpong, consumers)
     if None in variant and variant != (None, None, None):
         raise ValueError(f"forward_hopper_cuda: name all of stages, pingpong and consumers or none, not {variant}")
