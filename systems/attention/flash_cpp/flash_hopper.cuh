@@ -2,7 +2,8 @@
 // descriptors, the copy engine's bulk tensor copies completing on mbarriers, named barriers for taking turns, and
 // the host's tensor maps. Shared by the forward (flash_hopper_forward.cu) and the backward
 // (flash_hopper_backward.cu). Shared tiles are rows of 64 elements (128 bytes) in the copy engine's 128-byte swizzle,
-// the layout wgmma reads; head dim 128 is two such column halves.
+// the layout wgmma reads; head dim 128 is two such column halves, and head dims 72 and 80 run in them too (CUT_DEPTH,
+// flash_hopper.h).
 #pragma once
 
 #include <cuda.h>

@@ -21,7 +21,9 @@
 //               queries S = Q K^T and dP = dO V^T issued together (at head dim 64, Q and dO held in registers);
 //               P = exp2(S scale log2e - L log2e);
 //               dS = P (dP - D);  dQ += dS K
-// and at the end dK and dQ are scaled by the softmax scale.
+// and at the end dK and dQ are scaled by the softmax scale. Head dims 72 and 80 run in the tiles of head dim 128, the
+// columns past the head dim copied in as zeros, with the products over the head dim (S^T, dP^T, S, dP) cut to its
+// first DEPTH = 80 columns.
 // Each consumer keeps the tensor cores fed across its tiles: the next tile's first two products are issued as soon as
 // the last product of this one is, and run while it finishes (FlashAttention-3's intra-warpgroup overlap), except in
 // the dK/dV pass at head dim 128, whose dK and dV take half a consumer's registers, and which runs a tile's products
@@ -95,9 +97,10 @@ constexpr int DQ_TILE_FLOATS = ROWS * HEAD_DIM;
 // The query tiles of 64 a (batch, head) has: the tiles of the accumulator, and those the dK/dV pass walks.
 __host__ __device__ inline int query_tiles(const Problem& p) { return (p.n_queries + ROWS - 1) / ROWS; }
 
-// The fp32 sums of the accumulator's tiles; the one pass's count of key blocks taken (an int) follows them.
-__host__ __device__ inline int64_t dq_tiles_size(const Problem& p) {
-  return int64_t(p.batch) * p.heads * query_tiles(p) * ROWS * tile_width(p.head_dim);
+// The fp32 sums of the accumulator's tiles, rows of `columns` (the head dim; at head dims 72 and 80 the tiles' 128);
+// the one pass's count of key blocks taken (an int) follows them.
+__host__ __device__ inline int64_t dq_tiles_size(const Problem& p, int columns) {
+  return int64_t(p.batch) * p.heads * query_tiles(p) * ROWS * columns;
 }
 
 // The key blocks of the dK/dV pass, numbered keys fastest (causal: the first, which the most queries see, first),
@@ -696,7 +699,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGISTERS));
     if (threadIdx.x == 0) {
       produce_key_blocks<HEAD_DIM, STAGES, CAUSAL, PERSISTENT>(
-          sh, problem, k_map, v_map, q_map, do_map, reinterpret_cast<int*>(dq_acc + dq_tiles_size(problem)));
+          sh, problem, k_map, v_map, q_map, do_map,
+          reinterpret_cast<int*>(dq_acc + dq_tiles_size(problem, DEPTH == HEAD_DIM ? problem.head_dim : HEAD_DIM)));
     }
     if (threadIdx.x / 32 == 1) produce_query_rows<HEAD_DIM, STAGES, PERSISTENT>(sh, problem, L, delta);
   } else {
@@ -842,6 +846,6 @@ cudaError_t backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout
 
 // One pass at every length: with dQ's columns split between the consumers it is the faster at head dim 128 from
 // 1,024 keys too (book/log.md, 2026-11-27). Past the tiles, 16 bytes: the key-block counter, and the alignment.
-int64_t dq_accumulator_size(const Problem& p) { return dq_tiles_size(p) + 4; }
+int64_t dq_accumulator_size(const Problem& p) { return dq_tiles_size(p, tile_width(p.head_dim)) + 4; }
 
 }  // namespace systems_flash_hopper

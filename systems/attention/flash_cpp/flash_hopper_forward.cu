@@ -26,7 +26,9 @@
 // softmax runs under another's products.
 //
 // Shared tiles are rows of 64 elements (128 bytes) in the copy engine's 128-byte swizzle, the layout wgmma reads;
-// head dim 128 is two such column halves. The scores S are in log2 units: P = exp2(S scale log2e - m).
+// head dim 128 is two such column halves. Head dims 72 and 80 run in the tiles of 128, the columns past the head dim
+// copied in as zeros, with S's products over its first DEPTH = 80 columns alone (P V still 128 wide). The scores S are
+// in log2 units: P = exp2(S scale log2e - m).
 #include "flash_hopper.cuh"
 
 namespace systems_flash_hopper {

@@ -87,7 +87,8 @@ std::tuple<Tensor, Tensor, Tensor> hopper_backward(const Tensor& q, const Tensor
 
 // Where hopper_backward is the faster of it and the Triton kernels' backward, in the runs of book/log.md (causal, the
 // model's layout; head dim 64 as of the 2026-11-28 entry on the persistent grid): at head dim 128 at every length the
-// log's runs cover (1,024 to 32,768 keys); at head dim 64 from 8,192 keys, and from 1,024 where the batch and the
+// log's runs cover (1,024 to 32,768 keys), and at 72 and 80 (512 to 8,192 keys, 2026-11-30: 0.82 to 0.90 of the
+// Triton kernels' time at 80, 0.38 at 72); at head dim 64 from 8,192 keys, and from 1,024 where the batch and the
 // heads bring at least 1,024 of its blocks of 128 keys, eight waves' worth on 132 SMs. With fewer, how the causally
 // uneven blocks fall into waves decides, and the one pass is as often the slower. Without the mask, where blocks are
 // even, from 4,096.
