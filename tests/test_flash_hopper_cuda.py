@@ -216,6 +216,15 @@ def test_inputs_the_kernel_does_not_take_go_to_the_portable_kernel(monkeypatch):
     q = torch.randn(1, 2, 16, 64)
     flash_attention_hopper(q, q, q, False)
     assert calls == [(torch.bfloat16, 96, True), (torch.float32, 64, False)]
+    # head dims 72 and 80 are the Hopper kernels' own: without a Hopper GPU they are refused, not sent on
+    for d in (72, 80):
+        q = torch.randn(1, 2, 16, d, dtype=torch.bfloat16)
+        with pytest.raises(RuntimeError, match="flash_hopper runs on Hopper GPUs"):
+            flash_attention_hopper(q, q, q, True)
+    assert len(calls) == 2
+    q = torch.randn(1, 2, 16, 96, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="flash_hopper takes head dims 64, 72, 80 and 128, not 96"):
+        forward_hopper_cuda(q, q, q, True)
 
 
 # ---- on the GPU ----
