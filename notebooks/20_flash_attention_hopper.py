@@ -135,9 +135,9 @@ report.glue_all("hopper_variant", hopper.variant_facts(effects))
 # ## Against cuDNN, forward and backward
 #
 # The registered attention (`get_attention("flash_hopper")`) takes this forward and the faster backward for the shape,
-# under one C++ autograd node: the CUDA backward of the next section at head dimension 128, and at 64 from 8,192 keys
-# and from 1,024 where the batch and the heads bring at least 1,024 of its blocks of 128 keys; our Triton kernels'
-# backward launched from C++ elsewhere. Both
+# under one C++ autograd node: the CUDA backward of the next section at head dimensions 72, 80 and 128, and at 64 from
+# 8,192 keys and from 1,024 where the batch and the heads bring at least 1,024 of its blocks of 128 keys; our Triton
+# kernels' backward launched from C++ elsewhere. Both
 # passes at the table's shapes, as chapter 07's sweep times them (inputs (B, H, N, d), the forward with autograd
 # recording, forward+backward), in one process with our Triton kernels and SDPA's two back ends, each the fastest of
 # {glue:text}`hopper_rounds` calls of `do_bench` taken in turn (one call's median moves by several percent from call
@@ -224,9 +224,9 @@ report.glue_all("hopper_backward", hopper.backward_facts(backward))
 # second, which added its own): with the consumers taking whole tiles in turn it got faster at every causal shape
 # the log's runs timed on an H200, and no slower without the mask once it read each tile's L and D after its waits.
 # The registered attention takes this backward where the runs recorded in the
-# log found it the faster: at head dimension 128 at every length; at 64 from 8,192 keys, and from 1,024 where the batch
-# and the heads give it at least 1,024 blocks (eight waves of 132 SMs: with fewer, how the causally uneven blocks fall
-# into waves decides which is the faster), and the Triton one elsewhere. The experiment log (`book/log.md`) has every
+# log found it the faster: at head dimensions 72, 80 and 128 at every length; at 64 from 8,192 keys, and from 1,024
+# where the batch and the heads give it at least 1,024 blocks (eight waves of 132 SMs: with fewer, how the causally
+# uneven blocks fall into waves decides which is the faster), and the Triton one elsewhere. The experiment log (`book/log.md`) has every
 # attempt with its numbers, and what a next one needs.
 
 # %% [markdown]
