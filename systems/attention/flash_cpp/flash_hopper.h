@@ -17,7 +17,8 @@ struct Variant {
 // The head dims the kernels take: 64 and 128, and 72 and 80 in the tiles of head dim 128, whose columns past the head
 // dim the copy engine reads as zeros, with the products over the head dim cut to its first 80 columns (CUT_DEPTH).
 constexpr int CUT_DEPTH = 80;
-inline bool takes_head_dim(int d) { return d == 64 || d == 72 || d == 80 || d == 128; }
+inline bool cuts_head_dim(int d) { return d == 72 || d == 80; }
+inline bool takes_head_dim(int d) { return d == 64 || d == 128 || cuts_head_dim(d); }
 
 // The columns of the kernels' tiles at head dim `d`: 64, or 128.
 __host__ __device__ inline int tile_width(int d) { return d <= 64 ? 64 : 128; }
@@ -25,7 +26,7 @@ __host__ __device__ inline int tile_width(int d) { return d <= 64 ? 64 : 128; }
 // Whether the kernel is built for `variant` at `head_dim`: at head dims 72 and 80 only with a ring of 3 stages and
 // two consumers, the variants flash_hopper runs.
 inline bool valid(const Variant& variant, int head_dim) {
-  if (head_dim == 72 || head_dim == 80) return variant.stages == 3 && variant.consumers == 2;
+  if (cuts_head_dim(head_dim)) return variant.stages == 3 && variant.consumers == 2;
   return (variant.stages == 2 || variant.stages == 3) &&
          (variant.consumers == 2 || (variant.consumers == 3 && head_dim == 64));
 }

@@ -824,24 +824,27 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
 
 }  // namespace
 
+// The instantiation for the problem's dtype, mask and head dim: 64, 128, or 72 and 80 in the tiles of 128 with the
+// products over the head dim cut (cuts_head_dim), as the forward's launch_of chooses.
 cudaError_t backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Rows dout, const float* L, float* delta,
                      Rows dq, Rows dk, Rows dv, float* dq_acc, cudaStream_t stream) {
-  if (p.head_dim == 72 || p.head_dim == 80) {  // in the tiles of head dim 128, the products over it cut
-    const auto launch = [&](auto type, auto causal) {
-      return launch_backward<typename decltype(type)::type, 128, CUT_DEPTH, decltype(causal)::value>(
-          p, q, k, v, o, dout, L, delta, dq, dk, dv, dq_acc, stream);
+  if (!takes_head_dim(p.head_dim)) return cudaErrorInvalidValue;
+  const auto with_causal = [&](auto type, auto causal) {
+    const auto launch = [&](auto width, auto depth) {
+      return launch_backward<typename decltype(type)::type, decltype(width)::value, decltype(depth)::value,
+                             decltype(causal)::value>(p, q, k, v, o, dout, L, delta, dq, dk, dv, dq_acc, stream);
     };
-    const auto with_causal = [&](auto type) {
-      return p.causal ? launch(type, std::true_type{}) : launch(type, std::false_type{});
-    };
-    using systems_flash_cuda::Of;
-    return p.dtype == systems_flash_cuda::DType::BFloat16 ? with_causal(Of<__nv_bfloat16>{})
-                                                          : with_causal(Of<__half>{});
-  }
-  return systems_flash_cuda::launch_for_problem(p, [&](auto type, auto head_dim, auto causal) {
-    return launch_backward<typename decltype(type)::type, decltype(head_dim)::value, decltype(head_dim)::value,
-                           decltype(causal)::value>(p, q, k, v, o, dout, L, delta, dq, dk, dv, dq_acc, stream);
-  });
+    using Dim64 = std::integral_constant<int, 64>;
+    using Dim128 = std::integral_constant<int, 128>;
+    if (p.head_dim == 64) return launch(Dim64{}, Dim64{});
+    return cuts_head_dim(p.head_dim) ? launch(Dim128{}, std::integral_constant<int, CUT_DEPTH>{})
+                                     : launch(Dim128{}, Dim128{});
+  };
+  const auto with_type = [&](auto type) {
+    return p.causal ? with_causal(type, std::true_type{}) : with_causal(type, std::false_type{});
+  };
+  using systems_flash_cuda::Of;
+  return p.dtype == systems_flash_cuda::DType::BFloat16 ? with_type(Of<__nv_bfloat16>{}) : with_type(Of<__half>{});
 }
 
 // One pass at every length: with dQ's columns split between the consumers it is the faster at head dim 128 from

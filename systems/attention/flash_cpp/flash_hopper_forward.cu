@@ -405,7 +405,7 @@ template <typename T>
 cudaError_t launch_of(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, int* next_item,
                       cudaStream_t stream, const Variant& variant) {
   if (p.head_dim == 128) return launch_with<T, 128, 2>(p, q, k, v, o, L, next_item, stream, variant);
-  if (p.head_dim > 64) {  // 72 and 80: in the tiles of 128, S's products cut
+  if (cuts_head_dim(p.head_dim)) {  // in the tiles of 128, S's products cut
     return launch_for<T, 128, CUT_DEPTH, 3, 2>(p, q, k, v, o, L, next_item, stream, variant.pingpong);
   }
   return variant.consumers == 2 ? launch_with<T, 64, 2>(p, q, k, v, o, L, next_item, stream, variant)
