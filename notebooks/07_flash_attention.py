@@ -184,9 +184,9 @@ report.glue_all("flash_board", flash.board_facts(board_times))
 # {glue:text}`flash_board_sdpa_cudnn_ms:.3g` ms, so ours is {glue:text}`flash_board_vs_sdpa_cudnn_words`. The best
 # time of the Spring 2025 leaderboard was {glue:text}`flash_board_best_2025_ms` ms (as published, not measured
 # here): ours is {glue:text}`flash_board_vs_2025_words` than it. Our CUDA C++ kernels (`flash_cuda`, FlashAttention-2
-# written with `mma.sync` by hand, behind a C++ operator) take {glue:text}`flash_board_cuda_words`. The forward
-# written for Hopper (`flash_hopper`: the copy engine, asynchronous `wgmma` under the softmax, `setmaxnreg`,
-# ping-pong; with the Triton kernels' backward) takes {glue:text}`flash_board_hopper_words`.
+# written with `mma.sync` by hand, behind a C++ operator) take {glue:text}`flash_board_cuda_words`. The kernels
+# written for Hopper (`flash_hopper`, forward and backward: the copy engine, asynchronous `wgmma` under the softmax,
+# `setmaxnreg`, ping-pong) take {glue:text}`flash_board_hopper_words`.
 #
 # ### Where the step's time goes
 #

@@ -134,10 +134,9 @@ report.glue_all("hopper_variant", hopper.variant_facts(effects))
 #
 # ## Against cuDNN, forward and backward
 #
-# The registered attention (`get_attention("flash_hopper")`) takes this forward and the faster backward for the shape,
-# under one C++ autograd node: the CUDA backward of the next section at head dimensions 72, 80 and 128, and at 64 from
-# 8,192 keys and from 1,024 where the batch and the heads bring at least 1,024 of its blocks of 128 keys; our Triton
-# kernels' backward launched from C++ elsewhere. Both
+# The registered attention (`get_attention("flash_hopper")`) takes this forward and the CUDA backward of the next
+# section under one C++ autograd node (until the backward caught up at head dimension 64 it took our Triton kernels'
+# backward there at short lengths and small batches; the next section times both). Both
 # passes at the table's shapes, as chapter 07's sweep times them (inputs (B, H, N, d), the forward with autograd
 # recording, forward+backward), in one process with our Triton kernels and SDPA's two back ends, each the fastest of
 # {glue:text}`hopper_rounds` calls of `do_bench` taken in turn (one call's median moves by several percent from call
@@ -223,11 +222,10 @@ report.glue_all("hopper_backward", hopper.backward_facts(backward))
 # then stopped summing two shares of each tile's dQ (the first consumer's handed through shared memory to the
 # second, which added its own): with the consumers taking whole tiles in turn it got faster at every causal shape
 # the log's runs timed on an H200, and no slower without the mask once it read each tile's L and D after its waits.
-# The registered attention takes this backward where the runs recorded in the
-# log found it the faster: at head dimensions 72, 80 and 128 at every length; at 64 from 8,192 keys, and from 1,024
-# where the batch and the heads give it at least 1,024 blocks (eight waves of 132 SMs: with fewer, how the causally
-# uneven blocks fall into waves decides which is the faster), and the Triton one elsewhere. The experiment log (`book/log.md`) has every
-# attempt with its numbers, and what a next one needs.
+# The registered attention takes this backward at every shape: at head dimensions 72, 80 and 128 it was the faster
+# from the first, and at 64, where it once lost to the Triton one below 8,192 keys unless the batch and the heads gave
+# it eight waves of blocks, the log's last runs on an H200 found it the faster at every length and batch they timed,
+# causal and not. The experiment log (`book/log.md`) has every attempt with its numbers, and what a next one needs.
 
 # %% [markdown]
 # ## In the model's training step

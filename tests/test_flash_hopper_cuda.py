@@ -1,6 +1,6 @@
 """FlashAttention's forward written for Hopper in CUDA C++ (systems.attention.flash_cpp.hopper, registered as
-flash_hopper), with the Triton kernels' backward behind the same C++ autograd node; and the backward written for
-Hopper (one pass; two under deterministic algorithms), on its own.
+flash_hopper) with the backward written for Hopper (one pass; two under deterministic algorithms) behind the same
+C++ autograd node, and each on its own.
 
 On any machine with nvcc: every kernel instantiation compiled for sm_90a without spilling and without ptxas
 serialising the asynchronous products, the tile loops moving nothing into uniform registers, and the order the
@@ -343,7 +343,7 @@ def test_gpu_the_backward_takes_one_pass_unless_asked_to_be_deterministic(d, n):
 
 @pytest.mark.gpu
 @HOPPER
-@pytest.mark.parametrize("d", [64, 128])  # at 77 tokens the Triton kernels at 64, the Hopper ones at 128
+@pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("layout", ["contiguous", "model"])
 def test_gpu_the_operators_pass_pytorchs_checks(d, layout):
     assert hopper.unavailable(torch.device("cuda")) is None  # loads the ops
@@ -362,22 +362,18 @@ def test_gpu_the_operators_pass_pytorchs_checks(d, layout):
 
 @pytest.mark.gpu
 @HOPPER
-@pytest.mark.parametrize("d, shape, causal, which", [
-    (128, (1, 2, 16384), True, "hopper"), (128, (1, 2, 1024), True, "hopper"), (64, (1, 2, 16384), True, "hopper"),
-    (64, (1, 2, 8192), True, "hopper"), (64, (1, 2, 4096), True, "triton"),
-    (64, (8, 8, 2048), True, "hopper"), (64, (7, 9, 2048), True, "triton"),  # 1,024 blocks of 128 keys, and 1,008
-    (64, (16, 16, 1024), True, "hopper"), (64, (64, 32, 512), True, "triton"),  # 2,048 blocks; 8,192 of 512 keys
-    (64, (1, 2, 4096), False, "hopper"), (64, (1, 2, 2048), False, "triton"), (80, (4, 3, 1024), True, "hopper"),
-    (72, (1, 2, 300), False, "hopper")])
-def test_gpu_the_attention_takes_the_faster_backward_for_the_shape(d, shape, causal, which):
-    # the backward under flash_hopper's autograd node is, bit for bit, the one chosen for the shape (dK and dV: both
-    # backwards add dQ up in an order that changes from call to call)
+@pytest.mark.parametrize("d, shape, causal", [
+    (128, (1, 2, 16384), True), (128, (1, 2, 1024), True), (64, (1, 2, 16384), True), (64, (1, 2, 4096), True),
+    (64, (7, 9, 2048), True), (64, (64, 32, 512), True), (64, (1, 2, 77), True), (64, (1, 2, 2048), False),
+    (80, (4, 3, 1024), True), (72, (1, 2, 300), False)])  # head dim 64: where the Triton backward was once taken
+def test_gpu_the_attention_takes_the_hopper_backward_at_every_shape(d, shape, causal):
+    # the backward under flash_hopper's autograd node is the Hopper backward: dK and dV bit for bit, dQ to the
+    # rounding of its fp32 sums, which the one pass adds up in an order that changes from call to call
     q, k, v, do = (torch.randn(*shape, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
     qkv = [t.clone().requires_grad_() for t in (q, k, v)]
     got = torch.autograd.grad(flash_attention_hopper(*qkv, is_causal=causal), qkv, do)
     o, L = torch.ops.systems_flash.hopper_attention_forward(q, k, v, causal)
-    chosen = backward_hopper_cuda if which == "hopper" else torch.ops.systems_flash.triton_backward
-    want = chosen(q, k, v, o, do, L, causal)
+    want = backward_hopper_cuda(q, k, v, o, do, L, causal)
     assert torch.equal(got[1], want[1]) and torch.equal(got[2], want[2])
     torch.testing.assert_close(got[0], want[0], rtol=0, atol=2e-2)
 
@@ -431,11 +427,11 @@ def test_gpu_compiled_with_lengths_that_change(dynamic):
 
 @pytest.mark.gpu
 @HOPPER
-@pytest.mark.parametrize("d", [64, 80, 128])  # at 200 keys the Triton backward at 64, the Hopper one at 80 and 128
+@pytest.mark.parametrize("d", [64, 80, 128])
 def test_gpu_compiled_in_the_models_layout(d, monkeypatch):
     # the model's q and k are contiguous and v a view of (B, N, H, d): the compiled graph checks the strides of every
-    # gradient against the Meta kernel's, whichever backward the shape takes; traced as a process's first call is
-    # (before the build's flag is set), in one graph
+    # gradient against the Meta kernel's; traced as a process's first call is (before the build's flag is set), in
+    # one graph
     q, k, do = (torch.randn(2, 3, 200, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     v_rows = torch.randn(2, 200, 3, d, device="cuda", dtype=torch.bfloat16)
     torch._dynamo.reset()

@@ -46,10 +46,6 @@ cudaError_t forward(const systems_flash_cuda::Problem& problem, systems_flash_cu
                     systems_flash_cuda::Rows v, systems_flash_cuda::Rows o, float* L, int* next_item,
                     cudaStream_t stream, const Variant& variant);
 
-// The keys a block of the backward's dK/dV kernel owns (two consumers of 64): what hopper_backward_is_faster
-// counts the grid in.
-constexpr int BACKWARD_BLOCK_KEYS = 128;
-
 // dQ, dK, dV from the forward's inputs, O, dO and L; delta is fp32 scratch of L's shape (rowsum(dO * O)). The
 // copy engine reads q, k, v and dout (16-byte aligned data and strides). With dq_acc (fp32 scratch of
 // dq_accumulator_size floats, which the delta kernel zeroes) the backward takes one pass, adding dQ up in an order

@@ -36,7 +36,6 @@ namespace systems_flash_hopper {
 
 constexpr int ROWS = 64;                           // a consumer's rows, and the tile the other operand walks in
 constexpr int BLOCK_ROWS = 2 * ROWS;               // a block's rows: two consumers
-static_assert(BLOCK_ROWS == BACKWARD_BLOCK_KEYS);
 constexpr int THREADS = 384, CONSUMER_REGISTERS = 240;
 constexpr int TILE_HALF = ROWS * TILE_COLUMNS * 2;         // a (64, 64) tile: 8 KiB
 constexpr int BLOCK_HALF = BLOCK_ROWS * TILE_COLUMNS * 2;  // a (128, 64) tile: 16 KiB

@@ -1,10 +1,9 @@
 // The CUDA kernel of the op systems_flash::hopper_forward (declared with its Meta kernel in flash.cpp; the kernel in
 // flash_hopper_forward.cu, built for sm_90a only) and of hopper_forward_variant, the same forward with its ring depth
 // and ping-pong chosen for the ablation; of hopper_backward (flash_hopper_backward.cu); and of
-// hopper_attention_forward (the Hopper forward, its variant chosen for the shape) and hopper_attention_backward, which
-// takes the Hopper backward where it is the faster and the Triton kernels' backward launched from C++ elsewhere
-// (systems_flash::triton_backward, ../flash_triton/host.cpp). hopper_attention ties those two together under the C++
-// autograd node of flash_autograd.h.
+// hopper_attention_forward (the Hopper forward, its variant chosen for the shape) and hopper_attention_backward (the
+// Hopper backward, its gradients laid out as the Triton kernels' backward lays them out). hopper_attention ties those
+// two together under the C++ autograd node of flash_autograd.h.
 
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -85,26 +84,6 @@ std::tuple<Tensor, Tensor, Tensor> hopper_backward(const Tensor& q, const Tensor
   return run_hopper_backward(q, k, v, o, dout, L, is_causal, k);
 }
 
-// Where hopper_backward is the faster of it and the Triton kernels' backward, in the runs of book/log.md (causal, the
-// model's layout; head dim 64 as of the 2026-11-28 entry on the persistent grid): at head dim 128 at every length the
-// log's runs cover (1,024 to 32,768 keys), and at 72 and 80 (512 to 8,192 keys, 2026-11-30: 0.82 to 0.90 of the
-// Triton kernels' time at 80, 0.38 at 72); at head dim 64 from 8,192 keys, and from 1,024 where the batch and the
-// heads bring at least 1,024 of its blocks of 128 keys, eight waves' worth on 132 SMs. With fewer, how the causally
-// uneven blocks fall into waves decides, and the one pass is as often the slower. Without the mask, where blocks are
-// even, from 4,096.
-bool hopper_backward_is_faster(const Tensor& k, bool is_causal) {
-  constexpr int64_t KEY_BLOCKS = 1024;
-  const int64_t keys = k.size(2);
-  if (k.size(3) != 64) return true;
-  if (!is_causal) return keys >= 4096;
-  return keys >= 8192 ||
-         (keys >= 1024 && k.size(0) * k.size(1) * keys >= KEY_BLOCKS * systems_flash_hopper::BACKWARD_BLOCK_KEYS);
-}
-
-struct TritonBackward {
-  static constexpr const char* backward = "systems_flash::triton_backward";
-};
-
 // hopper_attention's forward: the Hopper forward, its variant chosen for the shape, the faster of it and the Triton
 // kernels' forward at every shape of the log's runs at head dims 64 and 128 (2026-11-29), its outputs laid out as the
 // Triton kernels' host path lays them out (heads_interleaved_outputs), which the Meta kernel promises.
@@ -116,16 +95,16 @@ std::tuple<Tensor, Tensor> hopper_attention_forward(const Tensor& q, const Tenso
   return {o, L};
 }
 
-// hopper_attention's backward, the faster of the two for the shape, its gradients laid out as the Triton kernels'
-// backward lays them out either way (dK as v: gradients_laid_out_as_values), so the Meta kernel has one layout to
-// promise where k and v are laid out differently, as in the model.
+// hopper_attention's backward: the Hopper backward at every shape. It was the faster of it and the Triton kernels'
+// backward at every shape of the log's runs: at head dims 72, 80 and 128 from the first, and at 64, once it had caught
+// up, from 512 to 4,096 keys, causal and not, batch x heads 16 to 512 (2026-11-30, an H200: 0.75 to 0.99 of the
+// Triton backward's time). Its gradients are laid out as the Triton kernels' backward lays them out (dK as v:
+// gradients_laid_out_as_values), the layout the Meta kernel promises where k and v are laid out differently, as in
+// the model.
 std::tuple<Tensor, Tensor, Tensor> hopper_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                                              const Tensor& o, const Tensor& dout, const Tensor& L,
                                                              bool is_causal) {
-  if (hopper_backward_is_faster(k, is_causal)) {
-    return run_hopper_backward(q, k, v, o, dout, L, is_causal, v);
-  }
-  return systems_flash::backward_op<TritonBackward>().call(q, k, v, o, dout, L, is_causal);
+  return run_hopper_backward(q, k, v, o, dout, L, is_causal, v);
 }
 
 struct HopperOps {

@@ -7,11 +7,9 @@ algorithms) is here too, :func:`backward_hopper_cuda`. Registered as ``flash_hop
 (``torch.ops.systems_flash.hopper_attention``), this forward with its variant chosen for the shape (two consumer
 warpgroups where causal queries see fewer than 2,048 keys, three elsewhere at head dim 64: ``fastest`` in
 ``flash_hopper.h``; with two and the mask below 8,192 keys, a consumer's last key tile halved where its queries see
-only its first half), and whichever backward is the faster for the shape, this one or the Triton kernels' launched
-from C++: this one at head dim 128, and at 64 from 8,192 keys and from 1,024 where batch and heads give it enough
-blocks to fill the GPU eight times over (``hopper_backward_is_faster`` in ``flash_hopper_ops.cpp``; chapter 20 times
-both, ``book/log.md`` has every version's numbers). Its output is laid out as the Triton kernels' is,
-(B, N, H, d) in memory, so the model's reshape of it is a view.
+only its first half), and this backward, the faster of it and the Triton kernels' at every shape the log's runs
+timed (chapter 20 times both, ``book/log.md`` has every version's numbers). Its output is laid out as the Triton
+kernels' is, (B, N, H, d) in memory, so the model's reshape of it is a view.
 
 It runs on sm_90 GPUs (H100, H200), bf16 and fp16, head dims 64 and 128, and 72 and 80 (the 2.7B preset's) in the
 kernels of head dim 128, whose columns past the head dim the copy engine reads as zeros, with the products over the
