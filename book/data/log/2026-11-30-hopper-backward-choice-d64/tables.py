@@ -2,6 +2,8 @@
 import json
 from pathlib import Path
 
+from systems.bench.flash_sweep import ratio_interval
+
 HERE = Path(__file__).parent
 
 
@@ -39,5 +41,21 @@ for name, title in (("run1_choice64.jsonl", "run 1: 512 to 4,096 keys"),
     print(f"  all: {min(every):.3f} to {max(every):.3f} over {len(every)} timings;"
           f" where the Triton backward was taken: {min(triton_taken):.3f} to {max(triton_taken):.3f}"
           f" over {len(triton_taken)}; slower than Triton's: {sum(v > 1 for v in every)}")
+
+print("\nrun 3: flash_hopper (8615f3d) over SDPA's cuDNN back end at head dim 64, by round: forward, forward+backward;"
+      " ms; largest difference from cuDNN's O, dQ, dK, dV over cuDNN's largest")
+print("| shape | causal | round | fwd / cuDNN | fwd+bwd ours | cuDNN | fwd+bwd / cuDNN | largest error |")
+print("|---|---|---:|---:|---:|---:|---:|---:|")
+for r in sorted(rows("run3_against_cudnn.jsonl"), key=lambda r: (r["causal"], r["shape"], r["round"])):
+    print(f"| {r['shape']} | {'yes' if r['causal'] else 'no'} | {r['round']} | {r['ours_fwd'] / r['cudnn_fwd']:.3f} | "
+          f"{r['ours_fwd_bwd']:.3f} | {r['cudnn_fwd_bwd']:.3f} | {r['ours_fwd_bwd'] / r['cudnn_fwd_bwd']:.3f} | "
+          f"{max(r['err']):.1e} |")
+steps = {r["attention"]: r for r in rows("run3_steps.jsonl")}
+ours, sdpa = steps["flash_hopper"], steps["sdpa"]
+low, high = ratio_interval(ours["step_times_ms"], sdpa["step_times_ms"])
+print(f"\nrun 3: xl eager step, context 1024, batch 4: flash_hopper {ours['step_ms']:.2f} ms, sdpa {sdpa['step_ms']:.2f},"
+      f" {ours['step_ms'] / sdpa['step_ms']:.3f} (95 % interval {low:.3f} to {high:.3f}); steps from"
+      f" {min(sdpa['step_times_ms']):.1f} to {max(sdpa['step_times_ms']):.1f} (sdpa) and"
+      f" {min(ours['step_times_ms']):.1f} to {max(ours['step_times_ms']):.1f} (flash_hopper)")
 
 print("\nrun2_pytest.log:", [line for line in (HERE / "run2_pytest.log").read_text().splitlines() if "passed" in line][-1])
