@@ -15,8 +15,8 @@ Ours (:data:`OURS`):
     flash_cpp      FlashAttention-2 as a C++ operator with a C++ autograd node, CPU kernels (flash_cpp/)
     flash_cuda     the same operator with its CUDA C++ kernels: tensor-core products, fp16/bf16, head dims 64 and 128
     flash_hopper   FlashAttention written for Hopper in CUDA C++ (sm_90a: copy engine, asynchronous wgmma, ping-pong),
-                   forward and backward each the faster for the shape of it and the Triton kernels', under one C++
-                   autograd node (attention/flash_cpp/hopper.py); fp16/bf16, head dims 64, 72, 80 and 128
+                   forward and backward under one C++ autograd node (attention/flash_cpp/hopper.py); fp16/bf16,
+                   head dims 64, 72, 80 and 128
 
 PyTorch's, the anchors (:data:`PEERS`, peers.py):
 

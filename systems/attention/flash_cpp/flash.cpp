@@ -235,8 +235,7 @@ TORCH_LIBRARY(systems_flash, m) {
   m.def("hopper_backward(Tensor q, Tensor k, Tensor v, Tensor o, Tensor dout, Tensor L, bool is_causal) "
         "-> (Tensor, Tensor, Tensor)");
   m.def("hopper_attention(Tensor q, Tensor k, Tensor v, bool is_causal) -> Tensor");
-  // hopper_attention's forward and backward: the Hopper kernels where they are the faster, the Triton kernels'
-  // elsewhere
+  // hopper_attention's forward and backward: the Hopper kernels, their outputs laid out as the Triton kernels' are
   m.def("hopper_attention_forward(Tensor q, Tensor k, Tensor v, bool is_causal) -> (Tensor, Tensor)");
   m.def("hopper_attention_backward(Tensor q, Tensor k, Tensor v, Tensor o, Tensor dout, Tensor L, bool is_causal) "
         "-> (Tensor, Tensor, Tensor)");
