@@ -234,8 +234,7 @@ report.glue_all("hopper_backward", hopper.backward_facts(backward))
 # {glue:text}`hopper_model_context`, the whole model under `torch.compile`, with `attention="flash_hopper"` against
 # `attention="sdpa"` on one model, the two interleaved as chapter 17 times them ({glue:text}`hopper_model_steps`
 # timed steps each, ratio of medians with its 95 % interval), at the largest batch (a power of two up to
-# {glue:text}`hopper_max_batch`) whose eager step fits on the GPU. At this context and head dimension 64
-# `flash_hopper` takes its own forward and, at these batches, its own backward. The 2.7B preset's head dimension, 80,
+# {glue:text}`hopper_max_batch`) whose eager step fits on the GPU. The 2.7B preset's head dimension, 80,
 # runs in the kernels of head dimension 128: the copy engine fills the columns past 80 with zeros, the products over
 # the head dimension (S = QKᵀ; in the backward Sᵀ, dPᵀ, S and dP) take its first 80 columns alone, and those as wide
 # as it (PV, dV, dK, dQ) stay 128 wide, their stores stopping at column 80; the log has the measured effect.
