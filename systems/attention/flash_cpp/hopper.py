@@ -14,7 +14,7 @@ kernels' is, (B, N, H, d) in memory, so the model's reshape of it is a view.
 It runs on sm_90 GPUs (H100, H200), bf16 and fp16, head dims 64 and 128, and 72 and 80 (the 2.7B preset's) in the
 kernels of head dim 128, whose columns past the head dim the copy engine reads as zeros, with the products over the
 head dim cut to its first 80 columns; other inputs go to the portable Triton kernel. The kernel is built on first use
-for ``sm_90a`` (nvcc), beside the Triton kernels' C++ host path.
+for ``sm_90a`` (nvcc), beside the operators' schemas (``flash.cpp``).
 
     from systems.attention.flash_cpp.hopper import flash_attention_hopper, forward_hopper_cuda
     o = flash_attention_hopper(q, k, v, is_causal=True)                           # with autograd
@@ -41,13 +41,11 @@ _READY = False  # set once built: a call then checks nothing more
 
 @functools.cache
 def _build() -> str | None:
-    """The operator's schemas, the Triton kernels' host path and these kernels, once per process; None, or why they
-    could not be built."""
+    """The operator's schemas and these kernels, once per process; None, or why they could not be built."""
     global _READY
     from systems.attention import flash_cpp
-    from systems.attention.flash_triton import host
 
-    why = flash_cpp._build() or host.unavailable() or build_extension(
+    why = flash_cpp._build() or build_extension(
         "systems_flash_hopper", SOURCES, "the Hopper FlashAttention kernels", extra_cuda_cflags=["-O3", *ARCH_FLAGS])
     _READY = why is None
     return why
