@@ -30,6 +30,7 @@ import torch.nn.functional as F
 
 from systems.attention import available, get_attention
 from systems.nvtx import annotate
+from systems.offload import ActivationOffload, check_offload, run_offloaded
 from systems.recompute import check_kept_groups, check_recompute, check_stored_groups, checkpointed_groups, run_blocks
 
 
@@ -255,7 +256,9 @@ class TransformerLM(nn.Module):
     with a ValueError when the checkpointed blocks run. ``kept_groups=n`` keeps attention's outputs in the first n
     checkpointed groups only and recomputes the others whole, for a model too deep to keep them everywhere;
     ``stored_groups=n`` runs the last n groups without checkpointing, for memory left over
-    (:func:`systems.recompute.run_blocks` says why the last)."""
+    (:func:`systems.recompute.run_blocks` says why the last). ``recompute="offload"`` keeps attention's outputs and
+    the feed-forward's products W1 x and W3 x too, in host memory, and compiles each group by itself
+    (:mod:`systems.offload`)."""
 
     def __init__(self, cfg: ModelConfig, checkpoint_blocks: int | tuple[int, ...] = 0, recompute: str = "all",
                  kept_groups: int | None = None, stored_groups: int = 0):
@@ -268,6 +271,9 @@ class TransformerLM(nn.Module):
         groups = checkpointed_groups(cfg.num_layers, levels[0] if levels else 0)
         check_kept_groups(kept_groups, recompute, groups)
         check_stored_groups(stored_groups, groups, kept_groups)
+        if recompute == "offload":
+            check_offload(levels, kept_groups, stored_groups)
+        self.offload = ActivationOffload()
         self.cfg = cfg
         self.checkpoint_levels = levels
         self.recompute = recompute
@@ -296,8 +302,11 @@ class TransformerLM(nn.Module):
         levels = self.checkpoint_levels if torch.is_grad_enabled() else ()
         if levels:  # the attention is known now: set_attention may have changed it since the constructor
             check_recompute(self.recompute, self.cfg.attention)
-        hidden = self.ln_final(run_blocks(self.layers, x, levels, self.recompute, self.kept_groups,
-                                           self.stored_groups))  # (B, T, d)
+        if levels and self.recompute == "offload":
+            hidden = run_offloaded(self.layers, x, levels[0], self.offload)
+        else:
+            hidden = run_blocks(self.layers, x, levels, self.recompute, self.kept_groups, self.stored_groups)
+        hidden = self.ln_final(hidden)  # (B, T, d)
         if targets is None:
             return self.lm_head(hidden)
         if self.cfg.fused_loss:

@@ -23,7 +23,10 @@ import torch
 import torch.nn as nn
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
-RECOMPUTE = ("all", "keep_attention")
+RECOMPUTE = ("all", "keep_attention")  # the ways run_blocks recomputes
+# the ways TransformerLM recomputes: run_blocks's and "offload" (systems.offload: keep_attention_and_ffn's products
+# in host memory, the groups compiled one by one), which the training and several-GPU commands do not offer
+MODEL_RECOMPUTE = (*RECOMPUTE, "offload")
 # the ops whose outputs "keep_attention" keeps: SDPA's back ends, our Triton attention's forward (the custom op a
 # compiled model runs) and the forward op each of our C++ autograd nodes calls (their `Ops::forward`: flash_cpp and
 # flash_cuda, the Triton kernels' host path, flash_hopper), which a test reads from the C++ sources.
@@ -41,13 +44,13 @@ KEEPS_NOTHING = frozenset({"naive", "flash_pytorch", "flash_triton_python"})
 
 
 def check_recompute(recompute: str, attention: str | None = None) -> None:
-    """A ValueError naming the problem where ``recompute`` is not one of :data:`RECOMPUTE`, or, given the
+    """A ValueError naming the problem where ``recompute`` is not one of :data:`MODEL_RECOMPUTE`, or, given the
     ``attention`` the recomputed blocks run, asks to keep the output of one the policy cannot see (every block would
     be recomputed whole, as under "all", without a word)."""
-    if recompute not in RECOMPUTE:
-        raise ValueError(f"recompute must be one of {RECOMPUTE}, got {recompute!r}")
-    if recompute == "keep_attention" and attention in KEEPS_NOTHING:
-        raise ValueError(f"recompute='keep_attention' cannot keep the output of attention {attention!r}: it runs no "
+    if recompute not in MODEL_RECOMPUTE:
+        raise ValueError(f"recompute must be one of {MODEL_RECOMPUTE}, got {recompute!r}")
+    if recompute != "all" and attention in KEEPS_NOTHING:
+        raise ValueError(f"recompute={recompute!r} cannot keep the output of attention {attention!r}: it runs no "
                          f"operator the policy can tell from the rest of the block, so every block would be recomputed "
                          f"whole; use recompute='all', or an attention that runs as one operator (sdpa, flash_triton, "
                          f"flash_cpp, flash_cuda, flash_hopper)")
@@ -56,6 +59,15 @@ def check_recompute(recompute: str, attention: str | None = None) -> None:
 def _keep_attention(ctx, op, *args, **kwargs) -> CheckpointPolicy:
     name = op.name() if hasattr(op, "name") else ""
     return CheckpointPolicy.MUST_SAVE if name in ATTENTION_OPS else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def keep_attention_and_ffn(ffn_shape: tuple[int, int], ctx, op, *args, **kwargs) -> CheckpointPolicy:
+    """The policy of ``recompute="offload"``: attention's outputs kept, and the products of the feed-forward's W1
+    and W3 (matrix products by a ``ffn_shape`` = (d_model, d_ff) matrix, the weight transposed), so that only the
+    projections to q, k, v and attention's output are recomputed."""
+    if op in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default) and tuple(args[-1].shape) == ffn_shape:
+        return CheckpointPolicy.MUST_SAVE
+    return _keep_attention(ctx, op, *args, **kwargs)
 
 
 def check_kept_groups(kept_groups: int | None, recompute: str, groups: int) -> None:

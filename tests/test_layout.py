@@ -18,7 +18,7 @@ LAYERS = [
     ("systems.hardware", 0), ("systems.files", 0), ("systems.interrupts", 0), ("systems.staging", 0), ("systems.triton_interpreter", 0),
     ("systems.kernel_names", 0),
     ("systems.same_code", 1),
-    ("systems.attention", 1), ("systems.fused", 1), ("systems.recompute", 1), ("systems.model", 2), ("systems.flops", 2), ("systems.data", 1), ("systems.dist", 1),
+    ("systems.attention", 1), ("systems.fused", 1), ("systems.recompute", 1), ("systems.offload", 1), ("systems.model", 2), ("systems.flops", 2), ("systems.data", 1), ("systems.dist", 1),
     ("systems.precision", 1), ("systems.checkpoint", 1),
     ("systems.ddp", 3), ("systems.zero", 3), ("systems.fsdp", 3), ("systems.memory", 3), ("systems.scaling", 3),
     ("systems.parallel", 4),

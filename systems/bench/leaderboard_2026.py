@@ -315,8 +315,8 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     p.add_argument("--params", type=integer(1), default=10**9)
     p.add_argument("--layers", type=integer(1), nargs="+", default=[2], help="model: the depths; kernels: the first")
     p.add_argument("--attention", nargs="+", default=["sdpa_cudnn", "flash_triton"], choices=available())
-    p.add_argument("--recompute", choices=RECOMPUTE, default="all", help="model: how our recipes "
-                   "recompute each block (plain PyTorch's recomputes each whole)")
+    p.add_argument("--recompute", choices=(*RECOMPUTE, "offload"), default="all", help="model: how our recipes "
+                   "recompute each block (plain PyTorch's recomputes each whole); offload: systems.offload")
     p.add_argument("--kept-groups", type=integer(0), default=None,
                    help="model, with --recompute keep_attention: the first blocks that keep attention's output")
     p.add_argument("--stored-blocks", type=integer(0), default=0,

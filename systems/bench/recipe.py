@@ -14,6 +14,7 @@ import torch
 
 from systems.attention import unavailable
 from systems.model import ModelConfig, TransformerLM
+from systems.offload import check_offload
 from systems.recompute import check_kept_groups, check_stored_groups
 from systems.triton_interpreter import triton_unavailable
 
@@ -26,7 +27,7 @@ class Recipe:
     attention: str = "flash_triton"
     fused_loss: bool = True
     fused_adamw: bool = True
-    recompute: str = "all"  # of every block: "none", "all" or "keep_attention"
+    recompute: str = "all"  # of every block: "none", "all", "keep_attention" or "offload"
     compiled: bool = True
     kept_groups: int | None = None  # with keep_attention, the first blocks that keep attention's output (None: all)
     stored_groups: int = 0  # the last blocks, not checkpointed: every activation stored
@@ -34,9 +35,11 @@ class Recipe:
     def check(self, layers: int) -> None:
         """A ValueError naming the problem where this recipe cannot build a model of ``layers`` blocks: kept or
         stored blocks that are not counts of its checkpointed blocks (under ``recompute="none"`` there are none),
-        or that overlap."""
+        that overlap, or that ``recompute="offload"`` does not run."""
         check_kept_groups(self.kept_groups, self.recompute, layers)
         check_stored_groups(self.stored_groups, 0 if self.recompute == "none" else layers, self.kept_groups)
+        if self.recompute == "offload":
+            check_offload((1,), self.kept_groups, self.stored_groups)
 
     def model(self, cfg: ModelConfig) -> TransformerLM:
         """The model of ``cfg`` as this recipe runs it (its attention and loss, each block recomputed or not), built

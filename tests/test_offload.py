@@ -1,0 +1,102 @@
+"""recompute="offload" (systems.offload): the same loss and gradients as the model without checkpointing; what each
+group moves to host memory, counted tensor by tensor; each group brought back while the backward of the group
+after it runs; checkpointing it does not run refused. On a CPU the copies stay in host memory; the GPU test moves
+them across."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from systems.model import LEADERBOARD_2026, TransformerLM
+from systems.offload import ActivationOffload
+
+GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+TOY = replace(LEADERBOARD_2026, num_layers=3, vocab_size=256, context_length=32, d_model=64, d_ff=176, num_heads=4,
+              attention="sdpa")
+
+
+def _loss_and_grads(model: TransformerLM, tokens: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    model.zero_grad(set_to_none=True)
+    loss = model(tokens, tokens.roll(1, dims=1))
+    loss.backward()
+    return loss.detach(), {name: p.grad for name, p in model.named_parameters()}
+
+
+def _pair(cfg, dtype, device, **offloaded):
+    torch.manual_seed(torch.seed())  # fresh weights, the same in both
+    state = TransformerLM(cfg).to(device, dtype).state_dict()
+    plain, moving = TransformerLM(cfg), TransformerLM(cfg, recompute="offload", **offloaded)
+    for model in (plain, moving):
+        model.load_state_dict(state)
+        model.to(device, dtype)
+    return plain, moving
+
+
+@pytest.mark.parametrize("layers, group_blocks", [(3, 1), (4, 2)])
+def test_offload_gives_the_loss_and_gradients_of_the_model_without_checkpointing(layers, group_blocks):
+    cfg = replace(TOY, num_layers=layers)
+    plain, moving = _pair(cfg, torch.float64, "cpu", checkpoint_blocks=group_blocks)
+    tokens = torch.randint(0, cfg.vocab_size, (2, cfg.context_length))
+    expected, expected_grads = _loss_and_grads(plain, tokens)
+    loss, grads = _loss_and_grads(moving, tokens)
+    # the norms compute in float32 (RMSNorm), compiled and eager round differently there
+    torch.testing.assert_close(loss, expected, rtol=1e-6, atol=0)
+    for name, grad in grads.items():
+        torch.testing.assert_close(grad, expected_grads[name], rtol=1e-5, atol=1e-6 * expected_grads[name].abs().max(),
+                                   msg=lambda m, name=name: f"{name}: {m}")
+    # every group but the last moves its input, and per block attention's output, W1 x and W3 x
+    tokens_n, itemsize = tokens.numel(), torch.finfo(torch.float64).bits // 8
+    per_group = itemsize * tokens_n * (cfg.d_model * (1 + group_blocks) + 2 * group_blocks * cfg.d_ff)
+    groups = -(-layers // group_blocks)
+    assert moving.offload.moved_bytes == {g: per_group if g < groups - 1 else 0 for g in range(groups)}
+
+
+def test_offload_brings_each_group_back_while_the_backward_of_the_next_runs(monkeypatch):
+    cfg = replace(TOY, num_layers=4)
+    model = TransformerLM(cfg, checkpoint_blocks=1, recompute="offload")
+    order = []
+    load, unpack = ActivationOffload._load, ActivationOffload._unpack
+    monkeypatch.setattr(ActivationOffload, "_load", lambda self, e: (order.append(("load", e.group)), load(self, e)))
+    monkeypatch.setattr(ActivationOffload, "_unpack",
+                        lambda self, e: (order.append(("unpack", e.group)), unpack(self, e))[1])
+    tokens = torch.randint(0, cfg.vocab_size, (2, cfg.context_length))
+    model(tokens, tokens).backward()
+    first = {event: order.index(event) for event in dict.fromkeys(order)}
+    for g in range(3):  # groups 0 to 2 moved; group 3 kept
+        assert first[("unpack", g + 1)] < first[("load", g)] < first[("unpack", g)], order
+    assert ("load", 3) not in first
+
+
+@pytest.mark.parametrize("options, words", [
+    (dict(checkpoint_blocks=0), "one block count > 0"),
+    (dict(checkpoint_blocks=(2, 1)), "nothing nested"),
+    (dict(checkpoint_blocks=1, stored_groups=1), "stored_groups"),
+])
+def test_offload_refuses_checkpointing_it_does_not_run(options, words):
+    with pytest.raises(ValueError, match=words):
+        TransformerLM(replace(TOY, num_layers=2), recompute="offload", **options)
+
+
+def test_offload_refuses_an_attention_whose_output_it_cannot_keep():
+    model = TransformerLM(replace(TOY, num_layers=2, attention="naive"), checkpoint_blocks=1, recompute="offload")
+    tokens = torch.randint(0, TOY.vocab_size, (1, TOY.context_length))
+    with pytest.raises(ValueError, match="cannot keep the output of attention 'naive'"):
+        model(tokens, tokens)
+
+
+@pytest.mark.gpu
+@GPU
+def test_gpu_offload_across_to_host_memory_gives_the_gradients_of_the_model_without_checkpointing():
+    cfg = replace(TOY, num_layers=3, d_model=256, d_ff=688, num_heads=4, context_length=512, vocab_size=1024)
+    plain, moving = _pair(cfg, torch.float32, "cuda", checkpoint_blocks=1)
+    tokens = torch.randint(0, cfg.vocab_size, (4, cfg.context_length), device="cuda")
+    expected, expected_grads = _loss_and_grads(plain, tokens)
+    for _ in range(2):  # the second step reuses the pinned host memory the first one freed
+        loss, grads = _loss_and_grads(moving, tokens)
+        torch.testing.assert_close(loss, expected, rtol=1e-4, atol=0)
+        for name, grad in grads.items():
+            torch.testing.assert_close(grad, expected_grads[name], rtol=1e-3,
+                                       atol=1e-4 * expected_grads[name].abs().max(),
+                                       msg=lambda m, name=name: f"{name}: {m}")
+    assert all(moving.offload.moved_bytes[g] > 0 for g in (0, 1)) and moving.offload.moved_bytes[2] == 0
