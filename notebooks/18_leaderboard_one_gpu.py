@@ -157,8 +157,9 @@ comparison = words.block_comparison(blocks, ours.attention, plain.attention)
 report.table(comparison, ".4g")
 report.glue("lb_block_words", words.block_words(comparison, ours.attention, plain.attention))
 report.glue("lb_keeping_words", words.keeping_words(blocks, [plain.attention, ours.attention]))
-# our recipe recomputes its blocks the faster of the two checkpointed ways this table measured for them
-ours = replace(ours, recompute=words.faster_recompute(blocks, ours.attention, ours.compiled))
+# our recipe recomputes its blocks the faster of the two checkpointed ways this table measured for them; where that
+# way keeps attention's output in a compiled step, the model's step keeps the feed-forward's products too, offloaded
+ours = words.offloading(replace(ours, recompute=words.faster_recompute(blocks, ours.attention, ours.compiled)))
 report.glue("lb_ours_recipe", ours.label)
 
 # %% tags=["remove-input", "nbval-ignore-output"]
@@ -182,13 +183,23 @@ figures.bars(blocks[blocks.status == "ok"].assign(mode=lambda d: d.compiled.map(
 # loss at full size, the blocks as many as fit. Every step is the handout's (zero the gradients, forward and
 # loss, backward, AdamW), timed with `triton.testing.do_bench`, weights and gradients in bf16, each compiled anew.
 # Two recipes: ours ({glue:text}`lb_ours_recipe`: our attention, the fused loss, our AdamW, each block recomputed the
-# faster way the table above found) and plain PyTorch's (SDPA's cuDNN attention, the unfused loss compiled with the
-# model, PyTorch's fused AdamW, each block recomputed whole). A depth that did not fit says OOM.
+# faster way the table above found, offloaded where that way keeps attention's output, as the next paragraph says)
+# and plain PyTorch's (SDPA's cuDNN attention, the unfused loss compiled with the model, PyTorch's fused AdamW, each
+# block recomputed whole). A depth that did not fit says OOM.
 #
-# Keeping attention's output costs memory in every block that keeps it (`kept_blocks` counts them), so at some
-# depth our recipe stops fitting where recomputing everything still fits. There it tries again keeping attention's
-# output in the first blocks only (`kept_groups`): as many as a straight line through its peaks at the shallower
-# depths says fit in 90 % of the GPU's memory (the allocator's fragments and the compiler's workspaces take the
+# Where the table found keeping attention's output faster, our model's step keeps more: the feed-forward's two
+# products W1 x and W3 x as well (`recompute="offload"`, `systems.offload`), so that a block's backward recomputes
+# only the projections to q, k, v and attention's output, not the feed-forward's two widest matrix products. Every
+# block keeping them on the GPU would not fit, so what each group of blocks saves goes to pinned host memory, on a
+# stream of its own while the forward goes on, and comes back while the backward of the group after it runs: the
+# GPU holds what the last group saved and what the next one back needs. The copies take the PCIe link, not the
+# tensor cores (the experiment log measured both, and the step with and without them). The groups are compiled one
+# by one: autograd hands over a compiled region's saved tensors only when the region has run.
+#
+# Keeping attention's output on the GPU (`recompute="keep_attention"`) costs memory in every block that keeps it
+# (`kept_blocks` counts them), so at some depth such a recipe stops fitting where recomputing everything still
+# fits. There it tries again keeping attention's output in the first blocks only (`kept_groups`): as many as a
+# straight line through its peaks at the shallower depths says fit in 90 % of the GPU's memory (the allocator's fragments and the compiler's workspaces take the
 # rest), each block that recomputes its attention counted as freeing its output and log-sum-exp; if that does not
 # fit, one block fewer, three tries at most. Every try is a row. The chapter's process asks PyTorch's allocator
 # for expandable segments (`systems.device.use_expandable_segments`): it grows a segment in place instead of
@@ -224,15 +235,16 @@ report.glue("lb_kernel_words", words.kernel_words(kernels, steps, ours.label, pl
 
 # %% [markdown]
 # {glue:text}`lb_kernel_words` Both recipes run their matmuls through cuBLAS, so a faster step at the deepest depth
-# has to come from the attention, or from recomputing less, which takes memory that depth has little of: every block
-# keeps its input and its attention's output already.
+# has to come from the attention, or from recomputing less, which takes memory that depth has little of on the GPU:
+# what a block keeps beyond its input and attention's output has to live elsewhere, as offloading keeps it.
 #
 # ## Each technique on and off
 #
 # Our recipe with one technique at a time swapped for plain PyTorch's, at {glue:text}`lb_ablation_layers` blocks:
 # few enough that every variant fits, and that each of the eight, compiled anew, is measured in about a minute. At
 # this depth the head and the loss weigh more in the step than they do in the full model, so the fused loss's share
-# is larger here than it would be at 34 blocks.
+# is larger here than it would be at 34 blocks. Where ours offloads, the row that recomputes the other way keeps
+# attention's output on the GPU, and so does the eager row: offloading needs its groups compiled.
 
 # %% tags=["nbval-ignore-output"]
 swaps = lb.ablation_recipes(ours, plain)

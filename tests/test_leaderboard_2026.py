@@ -299,6 +299,28 @@ def test_the_ablation_swaps_one_technique_at_a_time_and_reads_any_memory_column(
     assert table["GiB − all on"].tolist() == pytest.approx([g - gib[0] for g in gib])
 
 
+def test_an_offloading_recipe_comes_from_one_keeping_attention_compiled_and_its_swaps_build_their_models():
+    from systems.chapters import leaderboard as words
+
+    keeping = parts.Recipe(attention="sdpa", recompute="keep_attention")
+    ours = words.offloading(keeping)
+    assert ours == replace(keeping, recompute="offload") and "recompute offload," in ours.label
+    for other in (replace(keeping, compiled=False), replace(keeping, recompute="all"), replace(keeping, kept_groups=1),
+                  replace(keeping, stored_groups=1)):
+        assert words.offloading(other) == other
+    with pytest.raises(ValueError, match="an eager recipe cannot offload"):
+        replace(ours, compiled=False).check(2)
+    recipes = parts.ablation_recipes(ours, parts.PLAIN)
+    changed = [{k for k in vars(ours) if getattr(r, k) != getattr(ours, k)} for r in recipes[1:-1]]
+    assert changed == [{"attention"}, {"fused_loss"}, {"fused_adamw"}, {"recompute"}, {"recompute"},
+                       {"compiled", "recompute"}]
+    assert recipes[4].recompute == recipes[6].recompute == "keep_attention"
+    for recipe in recipes:
+        recipe.check(TINY.num_layers)
+        with torch.device("meta"):
+            assert recipe.model(TINY).recompute == ("all" if recipe.recompute == "none" else recipe.recompute)
+
+
 def test_a_recipe_keeping_attention_in_some_blocks_builds_that_model_and_its_swaps_build_theirs():
     ours = parts.Recipe(attention="sdpa", recompute="keep_attention", kept_groups=1)
     assert "recompute keep_attention in 1 block," in ours.label

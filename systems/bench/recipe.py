@@ -40,6 +40,9 @@ class Recipe:
         check_stored_groups(self.stored_groups, 0 if self.recompute == "none" else layers, self.kept_groups)
         if self.recompute == "offload":
             check_offload((1,), self.kept_groups, self.stored_groups)
+            if not self.compiled:
+                raise ValueError("recompute='offload' runs each group compiled (its saved tensors reach the hooks "
+                                 "only from a compiled region): an eager recipe cannot offload; use keep_attention")
 
     def model(self, cfg: ModelConfig) -> TransformerLM:
         """The model of ``cfg`` as this recipe runs it (its attention and loss, each block recomputed or not), built
@@ -70,12 +73,15 @@ PLAIN = Recipe(attention="sdpa_cudnn", fused_loss=False, fused_adamw=False)
 
 def ablation_recipes(ours: Recipe, plain: Recipe) -> list[Recipe]:
     """``ours``, then ours with one technique at a time swapped for plain PyTorch's (the attention, the loss, AdamW,
-    the other way to recompute, no recomputation, compiled or not), then ``plain``."""
+    the other way to recompute, no recomputation, compiled or not), then ``plain``. An offloading recipe's other
+    way keeps attention on the GPU, and so does its eager one, which cannot offload."""
     other = "all" if ours.recompute == "keep_attention" else "keep_attention"
+    other_mode = replace(ours, compiled=not ours.compiled)
+    if ours.recompute == "offload":
+        other_mode = replace(other_mode, recompute="keep_attention")
     return [ours, replace(ours, attention=plain.attention), replace(ours, fused_loss=False),
             replace(ours, fused_adamw=False), replace(ours, recompute=other, kept_groups=None),
-            replace(ours, recompute="none", kept_groups=None, stored_groups=0),
-            replace(ours, compiled=not ours.compiled), plain]
+            replace(ours, recompute="none", kept_groups=None, stored_groups=0), other_mode, plain]
 
 
 def our_attention(cfg: ModelConfig, device: torch.device, dtype: torch.dtype = torch.bfloat16) -> str:

@@ -8,11 +8,13 @@ is said in words where its number would stand."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
 
 from systems.bench.kernel_groups import group_times
+from systems.bench.recipe import Recipe
 from systems.device import OOM
 from systems.flops import step_flops
 from systems.model import ModelConfig, parameter_count
@@ -190,6 +192,16 @@ def faster_recompute(blocks: pd.DataFrame, attention: str, compiled: bool) -> st
     ran = blocks[(blocks.status == "ok") & (blocks.attention == attention) & (blocks.compiled == compiled)
                  & blocks.recompute.isin(["all", "keep_attention"])]
     return "all" if ran.empty else ran.loc[ran.ms.idxmin()].recompute
+
+
+def offloading(recipe: Recipe) -> Recipe:
+    """The recipe of the model's step: ``recipe`` keeping the feed-forward's products too, in host memory
+    (``recompute="offload"``), where it keeps attention's output compiled. One block's table cannot measure that
+    choice: a group's tensors cross while the next group runs."""
+    if (recipe.recompute == "keep_attention" and recipe.compiled and recipe.kept_groups is None
+            and not recipe.stored_groups):
+        return replace(recipe, recompute="offload")
+    return recipe
 
 
 def deepest(steps: pd.DataFrame, ours: str, plain: str) -> str:
