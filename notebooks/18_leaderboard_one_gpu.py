@@ -226,7 +226,8 @@ figures.lines(steps[steps.status == "ok"], "layers", "ms", "recipe", "the step a
 # the GPU ran in two steps after three of warm-up, grouped by what it does (`systems.bench.kernel_groups`; the
 # command `python -m systems.bench.leaderboard_2026 kernels` prints the same), in milliseconds a step and as a share
 # of the step's kernel time. The kernels the compiler fused are the norms, SwiGLU, the rotary embedding and the
-# casts; plain PyTorch's loss is among them.
+# casts; plain PyTorch's loss is among them. An offloading step's copies to and from host memory run beside the
+# kernels, on streams of their own: their row gives their time as a share of the kernels', not a part of it.
 
 # %% tags=["nbval-ignore-output"]
 kernels = measured(data_dir, "step_kernels", lb.step_kernels, kernel_layers, [ours, plain], cfg=cfg, dtype=dtype)

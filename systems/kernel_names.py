@@ -12,6 +12,9 @@ import re
 MATMUL_KERNELS = r"gemm|cutlass|xmma|nvjet|wgmma|cublas|ampere_|sm80_|sm90_|sm100_|splitk|matmul"
 OPTIMIZER_KERNELS = r"multi_tensor_apply|adam|_foreach"
 
+# an offloading step's copies (systems.offload), which run beside the kernels on streams of their own
+HOST_COPIES = "copies to and from host memory"
+
 # Tried in order on the lower-case name; the first match names the group. Inductor's kernels come first: some are
 # named after the attention whose layout changes they fuse; then the attention, whose cuDNN kernels' names hold
 # "sm90_" and "wgmma" as matmuls' do. On a CPU, the matmul operators stand for the matmuls.
@@ -21,6 +24,7 @@ KERNEL_GROUPS: list[tuple[str, str]] = [
     ("matmuls", MATMUL_KERNELS + r"|^aten::(mm|addmm|bmm|baddbmm)$"),
     ("loss", r"loss|cross_entropy|nll"),
     ("optimizer", OPTIMIZER_KERNELS),
+    (HOST_COPIES, r"^memcpy (dtoh|htod)"),
 ]
 
 

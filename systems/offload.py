@@ -16,6 +16,10 @@ Each group keeps attention's outputs and the feed-forward's two products W1 x an
 output only; every tensor a group saves that is at least as large as its input goes to host memory, but in the last
 group, whose backward comes first.
 
+A tensor brought back ahead is handed to the backward only after the compute stream waits for its copy; a backward
+that stops with an error frees the ones not yet handed over without that wait, so synchronise the device before the
+next step after such an error.
+
 On a CPU the same bookkeeping copies within host memory, synchronously: what the tests check there is which
 tensors move, in which order they come back, and that the gradients do not change.
 """

@@ -51,6 +51,12 @@ def test_the_parts_run_and_report_every_variant():
 
 
 def test_a_point_that_does_not_fit_is_a_row_that_says_so():
+    # an offloading step's copies run beside its kernels: a share of their time, not a part of it
+    copies = pd.DataFrame({"recipe": ["r"] * 3, "kernel": ["gemm", "flash", "Memcpy DtoH (Device -> Pinned)"],
+                           "ms": RNG.uniform(1, 10, 3), "status": "ok"}).assign(group=lambda d: d.kernel.map(kernel_group))
+    shares = group_times(copies).set_index("group").share
+    assert shares[["matmuls", "attention"]].sum() == pytest.approx(1.0)
+    assert shares["copies to and from host memory"] == pytest.approx(copies.ms[2] / copies.ms[:2].sum())
     huge = replace(TINY, vocab_size=2**40)  # a weight of 2^46 values: no machine allocates it
     head = parts.head_and_loss(8, ["eager"], cfg=huge, dtype=torch.float32, rep=1, warmup=1)
     assert head.status.tolist() == ["OOM"] and head.ms.isna().all() and head.extra_gib.isna().all()
@@ -472,6 +478,12 @@ def test_the_step_kernels_are_grouped_by_what_they_do_and_a_recipe_that_does_not
     shares = group_times(kernels)
     assert shares.groupby("recipe").share.sum().to_numpy() == pytest.approx([1.0, 1.0])
     assert shares.ms.sum() == pytest.approx(kernels.ms.sum())
+    # an offloading step's copies run beside its kernels: a share of their time, not a part of it
+    copies = pd.DataFrame({"recipe": ["r"] * 3, "kernel": ["gemm", "flash", "Memcpy DtoH (Device -> Pinned)"],
+                           "ms": RNG.uniform(1, 10, 3), "status": "ok"}).assign(group=lambda d: d.kernel.map(kernel_group))
+    shares = group_times(copies).set_index("group").share
+    assert shares[["matmuls", "attention"]].sum() == pytest.approx(1.0)
+    assert shares["copies to and from host memory"] == pytest.approx(copies.ms[2] / copies.ms[:2].sum())
     huge = replace(TINY, vocab_size=2**40)  # a weight of 2^46 values: no machine allocates it
     missing = parts.step_kernels(1, recipes[:1], cfg=huge, dtype=torch.float32)
     assert missing.status.tolist() == ["OOM"] and missing.recipe.tolist() == [recipes[0].label]
@@ -492,6 +504,9 @@ def test_the_step_kernels_are_grouped_by_what_they_do_and_a_recipe_that_does_not
     ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<TensorListMetadata<4>>()", "optimizer"),
     ("Memset (Device)", "other"),
     ("aten::mm", "matmuls"),
+    ("Memcpy DtoH (Device -> Pinned)", "copies to and from host memory"),
+    ("Memcpy HtoD (Pinned -> Device)", "copies to and from host memory"),
+    ("Memcpy DtoD (Device -> Device)", "other"),
 ])
 def test_kernel_names_fall_in_the_group_of_what_they_do(name, group):
     assert kernel_group(name) == group

@@ -11,7 +11,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from systems.bench.points import Step
 from systems.device import synchronize
-from systems.kernel_names import kernel_group
+from systems.kernel_names import HOST_COPIES, kernel_group
 
 
 def kernels_of(step: Step, steps: int = 2, warmup: int = 3) -> pd.DataFrame:
@@ -34,10 +34,13 @@ def kernels_of(step: Step, steps: int = 2, warmup: int = 3) -> pd.DataFrame:
 
 def group_times(kernels: pd.DataFrame, by: str = "recipe") -> pd.DataFrame:
     """Per ``by`` (a column of ``kernels``) and group: ms a step and the share of the step's kernel time; rows whose
-    ``status`` is not "ok" (a step that did not run) count for nothing."""
+    ``status`` is not "ok" (a step that did not run) count for nothing. Copies to and from host memory (an
+    offloading step's) run beside the kernels on streams of their own: their share is of the kernels' time too,
+    and their time is not part of it."""
     if "status" in kernels:
         kernels = kernels[kernels.status == "ok"]
     if not len(kernels):
         return pd.DataFrame(columns=[by, "group", "ms", "share"])
     ms = kernels.groupby([by, "group"]).ms.sum().reset_index()
-    return ms.assign(share=ms.ms / ms.groupby(by).ms.transform("sum"))
+    kernel_ms = ms.ms.where(ms.group != HOST_COPIES, 0.0).groupby(ms[by]).transform("sum")
+    return ms.assign(share=ms.ms / kernel_ms)
