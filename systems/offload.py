@@ -3,14 +3,14 @@ forward goes on, and brought back one group ahead of the backward, the copies on
 GPU computes meanwhile.
 
 :class:`ActivationOffload` is a pair of autograd saved-tensor hooks entered around each group's forward
-(``with offload.group(i, min_numel): ...``). The pack hook takes each saved tensor that large, starts its copy to
-host memory behind the work already queued, and hands autograd a handle; the GPU memory goes back to the allocator
-once the copy is done (``record_stream``), not before. The backward reaches the groups last to first: unpacking
-group i's tensors starts the copies of the nearest earlier group's back to the GPU, so that they run while group
-i's backward computes; a tensor not brought back ahead (the first group the backward reaches) is copied on demand.
-Autograd packs a compiled region's saved tensors when the region has run, and an eager checkpoint keeps what it
-saves out of autograd's reach, so :func:`run_offloaded` compiles each checkpointed group by itself and runs the
-hooks around it, outside the compiled graphs: what ``recompute="offload"`` does in :class:`systems.model.TransformerLM`.
+(``with offload.group(i, min_numel): ...``). The pack hook takes each saved tensor of that many elements or more,
+starts its copy to host memory behind the work already queued, and hands autograd a handle; the GPU memory goes
+back to the allocator once the copy is done (``record_stream``), not before. The backward reaches the groups last
+to first: unpacking group i's tensors starts the copies of the nearest earlier group's back to the GPU, so that they
+run while group i's backward computes; a tensor not brought back ahead is copied on demand. Autograd packs a
+compiled region's saved tensors when the region has run, and an eager checkpoint keeps what it saves out of
+autograd's reach, so :func:`run_offloaded` compiles each checkpointed group by itself and runs the hooks around it,
+outside the compiled graphs: what ``recompute="offload"`` does in :class:`systems.model.TransformerLM`.
 Each group keeps attention's outputs and the feed-forward's two products W1 x and W3 x
 (:func:`systems.recompute.keep_attention_and_ffn`), so its backward recomputes the projections to q, k, v and the
 output only; every tensor a group saves that is at least as large as its input goes to host memory, but in the last

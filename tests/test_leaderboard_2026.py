@@ -53,7 +53,8 @@ def test_the_parts_run_and_report_every_variant():
 def test_a_point_that_does_not_fit_is_a_row_that_says_so():
     # an offloading step's copies run beside its kernels: a share of their time, not a part of it
     copies = pd.DataFrame({"recipe": ["r"] * 3, "kernel": ["gemm", "flash", "Memcpy DtoH (Device -> Pinned)"],
-                           "ms": RNG.uniform(1, 10, 3), "status": "ok"}).assign(group=lambda d: d.kernel.map(kernel_group))
+                           "ms": RNG.uniform(1, 10, 3), "status": "ok"})
+    copies["group"] = copies.kernel.map(kernel_group)
     shares = group_times(copies).set_index("group").share
     assert shares[["matmuls", "attention"]].sum() == pytest.approx(1.0)
     assert shares["copies to and from host memory"] == pytest.approx(copies.ms[2] / copies.ms[:2].sum())
@@ -480,7 +481,8 @@ def test_the_step_kernels_are_grouped_by_what_they_do_and_a_recipe_that_does_not
     assert shares.ms.sum() == pytest.approx(kernels.ms.sum())
     # an offloading step's copies run beside its kernels: a share of their time, not a part of it
     copies = pd.DataFrame({"recipe": ["r"] * 3, "kernel": ["gemm", "flash", "Memcpy DtoH (Device -> Pinned)"],
-                           "ms": RNG.uniform(1, 10, 3), "status": "ok"}).assign(group=lambda d: d.kernel.map(kernel_group))
+                           "ms": RNG.uniform(1, 10, 3), "status": "ok"})
+    copies["group"] = copies.kernel.map(kernel_group)
     shares = group_times(copies).set_index("group").share
     assert shares[["matmuls", "attention"]].sum() == pytest.approx(1.0)
     assert shares["copies to and from host memory"] == pytest.approx(copies.ms[2] / copies.ms[:2].sum())
