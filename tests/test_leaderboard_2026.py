@@ -51,13 +51,6 @@ def test_the_parts_run_and_report_every_variant():
 
 
 def test_a_point_that_does_not_fit_is_a_row_that_says_so():
-    # an offloading step's copies run beside its kernels: a share of their time, not a part of it
-    copies = pd.DataFrame({"recipe": ["r"] * 3, "kernel": ["gemm", "flash", "Memcpy DtoH (Device -> Pinned)"],
-                           "ms": RNG.uniform(1, 10, 3), "status": "ok"})
-    copies["group"] = copies.kernel.map(kernel_group)
-    shares = group_times(copies).set_index("group").share
-    assert shares[["matmuls", "attention"]].sum() == pytest.approx(1.0)
-    assert shares["copies to and from host memory"] == pytest.approx(copies.ms[2] / copies.ms[:2].sum())
     huge = replace(TINY, vocab_size=2**40)  # a weight of 2^46 values: no machine allocates it
     head = parts.head_and_loss(8, ["eager"], cfg=huge, dtype=torch.float32, rep=1, warmup=1)
     assert head.status.tolist() == ["OOM"] and head.ms.isna().all() and head.extra_gib.isna().all()
