@@ -109,10 +109,10 @@ class ActivationOffload:
         return entry
 
     def _unpack(self, entry: _Kept | _Offloaded) -> torch.Tensor:
-        earlier = [g for g in self._groups if g < entry.group]
-        if earlier and entry.group not in self._reached:  # the group the backward reaches next, brought back
-            self._reached.add(entry.group)                # while this one's backward runs
-            for ahead in self._groups.pop(max(earlier)):
+        if entry.group not in self._reached:  # the group the backward reaches next, brought back while this
+            self._reached.add(entry.group)    # one's backward runs
+            earlier = [g for g in self._groups if g < entry.group]
+            for ahead in self._groups.pop(max(earlier)) if earlier else ():
                 self._load(ahead)
         if isinstance(entry, _Kept):
             return entry.tensor
@@ -167,12 +167,18 @@ def run_offloaded(blocks: nn.ModuleList, x: torch.Tensor, group_blocks: int, off
     and the feed-forward's products, what each group but the last saves that is as large as its input in host
     memory (``offload``'s hooks)."""
     ffn = blocks[0].ffn.w1.weight  # (d_ff, d_model): the products kept are those multiplying by its transpose
-    compiled = torch.compile(functools.partial(_checkpointed_group, (ffn.shape[1], ffn.shape[0])))
+    compiled = _compiled_group((ffn.shape[1], ffn.shape[0]))
     groups = checkpointed_groups(len(blocks), group_blocks)
     for group, start in enumerate(range(0, len(blocks), group_blocks)):
         with offload.group(group, x.numel() if group < groups - 1 else float("inf")):
             x = compiled(blocks[start:start + group_blocks], x)
     return x
+
+
+@functools.cache
+def _compiled_group(ffn_shape: tuple[int, int]):
+    """The compiled checkpointed group for a feed-forward of ``ffn_shape``, made once, not at every forward."""
+    return torch.compile(functools.partial(_checkpointed_group, ffn_shape))
 
 
 def _checkpointed_group(ffn_shape: tuple[int, int], blocks: nn.ModuleList, x: torch.Tensor) -> torch.Tensor:

@@ -25,7 +25,7 @@ def _loss_and_grads(model: TransformerLM, tokens: torch.Tensor) -> tuple[torch.T
 
 
 def _pair(cfg, dtype, device, **offloaded):
-    torch.manual_seed(torch.seed())  # fresh weights, the same in both
+    torch.seed()  # fresh weights, the same in both
     state = TransformerLM(cfg).to(device, dtype).state_dict()
     plain, moving = TransformerLM(cfg), TransformerLM(cfg, recompute="offload", **offloaded)
     for model in (plain, moving):
