@@ -16,9 +16,9 @@ Each group keeps attention's outputs and the feed-forward's two products W1 x an
 output only; every tensor a group saves that is at least as large as its input goes to host memory, but in the last
 group, whose backward comes first.
 
-A tensor brought back ahead is handed to the backward only after the compute stream waits for its copy; a backward
-that stops with an error frees the ones not yet handed over without that wait, so synchronise the device before the
-next step after such an error.
+A tensor brought back ahead is handed to the backward only after the stream that allocated it (the compute stream)
+waits for its copy; one never handed over, because the backward stopped with an error, makes that stream wait when
+it is freed, so that the memory's next use there comes after the copy has written it.
 
 On a CPU the same bookkeeping copies within host memory, synchronously: what the tests check there is which
 tensors move, in which order they come back, and that the gradients do not change.
@@ -39,14 +39,21 @@ from systems.recompute import checkpointed_groups, keep_attention_and_ffn, run_b
 
 class _Offloaded:
     """One saved tensor away from the GPU: its host copy, the event that copy ends with, and, once brought back,
-    the device tensor and the event its copy ends with."""
+    the device tensor, the event its copy ends with and the stream that allocated it."""
 
-    __slots__ = ("host", "device", "group", "offloaded", "on_device", "loaded")
+    __slots__ = ("host", "device", "group", "offloaded", "on_device", "loaded", "allocated_on")
 
     def __init__(self, host: torch.Tensor, device: torch.device, group: int, offloaded: torch.cuda.Event | None):
         self.host, self.device, self.group, self.offloaded = host, device, group, offloaded
         self.on_device: torch.Tensor | None = None
         self.loaded: torch.cuda.Event | None = None
+        self.allocated_on: torch.cuda.Stream | None = None
+
+    def __del__(self) -> None:
+        # brought back and never handed over (the backward stopped): the allocator gives this memory to the next
+        # allocation on the stream that allocated it as soon as it is freed, so that stream waits for the copy
+        if self.on_device is not None and self.loaded is not None:
+            self.allocated_on.wait_event(self.loaded)
 
 
 class _Kept:
@@ -134,7 +141,8 @@ class ActivationOffload:
         on_device = torch.empty(host.size(), dtype=host.dtype, device=entry.device)
         if entry.device.type == "cuda":
             _, h2d = self._streams_of(entry.device)
-            h2d.wait_stream(torch.cuda.current_stream(entry.device))
+            entry.allocated_on = torch.cuda.current_stream(entry.device)
+            h2d.wait_stream(entry.allocated_on)
             h2d.wait_event(entry.offloaded)
             with torch.cuda.stream(h2d):
                 on_device.copy_(host, non_blocking=True)

@@ -25,7 +25,7 @@ from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selectiv
 
 RECOMPUTE = ("all", "keep_attention")  # the ways run_blocks recomputes
 # the ways TransformerLM recomputes: run_blocks's and "offload" (systems.offload: keep_attention_and_ffn's products
-# in host memory, the groups compiled one by one), which the training and several-GPU commands do not offer
+# in host memory, the groups compiled one by one), which the trainer offers and the several-GPU command does not
 MODEL_RECOMPUTE = (*RECOMPUTE, "offload")
 # the ops whose outputs "keep_attention" keeps: SDPA's back ends, our Triton attention's forward (the custom op a
 # compiled model runs) and the forward op each of our C++ autograd nodes calls (their `Ops::forward`: flash_cpp and

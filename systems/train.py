@@ -60,7 +60,7 @@ from systems.interrupts import Interrupted, StopRequests
 from systems.model import (ModelConfig, TransformerLM, add_model_arguments, check_tokens, models_from_args,
                            parameter_count, preset)
 from systems.parallel import NAMES, TrainStep, wrap
-from systems.recompute import RECOMPUTE
+from systems.recompute import MODEL_RECOMPUTE
 from systems.train_checks import (check_checkpoints_kept, check_launch, check_machine, check_settings,
                                    checkpoint_path)
 
@@ -81,8 +81,11 @@ class TrainConfig:
     bf16: bool = option("bf16 autocast for forward and loss (weights and optimizer stay fp32); with fsdp and "
                         "fsdp2, weights are also gathered in bf16", default=False)
     checkpoint_blocks: int = option("recompute activations in groups of this many blocks (0: off)", default=0)
-    recompute: str = option("what the recomputation recomputes: every operation ('all'), or all but attention "
-                            "('keep_attention', whose outputs are kept)", default="all", choices=RECOMPUTE)
+    recompute: str = option("what the recomputation recomputes: every operation ('all'), all but attention "
+                            "('keep_attention', whose outputs are kept), or only the projections to q, k, v and "
+                            "attention's output ('offload': attention's outputs and the feed-forward's products kept "
+                            "in host memory, each group compiled; not with fsdp or fsdp2)", default="all",
+                            choices=MODEL_RECOMPUTE)
     kept_groups: int | None = option("with keep_attention, keep attention's outputs in this many checkpointed "
                                      "groups (the first) and recompute the others whole (None: in every group)",
                                      default=None)

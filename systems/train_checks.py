@@ -21,6 +21,7 @@ import torch
 
 from systems.attention import unavailable
 from systems.model import parameter_count
+from systems.offload import check_offload
 from systems.parallel import NAMES, SHARDED
 from systems.recompute import check_kept_groups, check_recompute, check_stored_groups, checkpointed_groups
 from systems.scaling.parallel import memory_per_device
@@ -72,6 +73,12 @@ def check_settings(cfg: Any) -> None:
     if cfg.zero1 and cfg.wrapper in SHARDED:
         raise ValueError(f"--zero1 shards the optimizer state, which --wrapper {cfg.wrapper} shards already")
     check_recompute(cfg.recompute, cfg.model.attention if cfg.checkpoint_blocks else None)
+    if cfg.recompute == "offload":
+        check_offload((cfg.checkpoint_blocks,) if cfg.checkpoint_blocks else (), cfg.kept_groups, cfg.stored_groups)
+        if cfg.wrapper in SHARDED:
+            raise ValueError(f"--recompute offload compiles each checkpointed group with its copies to host memory "
+                             f"between the graphs, and --wrapper {cfg.wrapper} gathers each block's weights in hooks "
+                             f"that would run inside them: use --recompute keep_attention with {cfg.wrapper}")
     groups = checkpointed_groups(cfg.model.num_layers, cfg.checkpoint_blocks)
     check_kept_groups(cfg.kept_groups, cfg.recompute, groups)
     check_stored_groups(cfg.stored_groups, groups, cfg.kept_groups)
@@ -122,14 +129,15 @@ def memory_needed(cfg: Any, world: int) -> tuple[float, float]:
     """Bytes per rank that a step cannot do without: the state (fp32 weights, gradients and AdamW state, sharded as
     the wrapper shards them, and the rotary table the blocks share, context × head_dim fp32) and a floor under one
     micro-batch's activations (its logits in fp32, as the loss upcasts them, unless the loss is fused, and the input
-    of every block or checkpointed group, which the backward pass needs). What the blocks save inside comes on top
-    of both."""
+    of every block or checkpointed group, which the backward pass needs, or of the last group alone where the others
+    are offloaded to host memory). What the blocks save inside comes on top of both."""
     model = cfg.model
     strategy = "FSDP" if cfg.wrapper in SHARDED else "ZeRO-1" if cfg.zero1 else "DP"
     rotary = model.context_length * model.head_dim * 4
     state = memory_per_device(parameter_count(model), strategy, world)["total"] + rotary
     tokens = cfg.global_batch_size // (world * cfg.grad_accum) * model.context_length
-    kept_inputs = checkpointed_groups(model.num_layers, cfg.checkpoint_blocks) or model.num_layers
+    kept_inputs = (1 if cfg.recompute == "offload" else
+                   checkpointed_groups(model.num_layers, cfg.checkpoint_blocks) or model.num_layers)
     logits = 0 if model.fused_loss else model.vocab_size
     return state, tokens * 4 * (logits + kept_inputs * model.d_model)
 

@@ -1,7 +1,7 @@
 """recompute="offload" (systems.offload): the same loss and gradients as the model without checkpointing; what each
-group moves to host memory, counted tensor by tensor; each group brought back while the backward of the group
-after it runs; checkpointing it does not run refused. On a CPU the copies stay in host memory; the GPU test moves
-them across."""
+group moves to host memory, counted tensor by tensor; a sequence length that changes, and no gradients; each group
+brought back while the backward of the group after it runs; checkpointing it does not run refused; a backward
+stopped by an error. On a CPU the copies stay in host memory; the GPU tests move them across."""
 
 from dataclasses import replace
 
@@ -34,26 +34,46 @@ def _pair(cfg, dtype, device, **offloaded):
     return plain, moving
 
 
-@pytest.mark.parametrize("layers, group_blocks", [(3, 1), (4, 2)])
-def test_offload_gives_the_loss_and_gradients_of_the_model_without_checkpointing(layers, group_blocks):
-    cfg = replace(TOY, num_layers=layers)
-    plain, moving = _pair(cfg, torch.float64, "cpu", checkpoint_blocks=group_blocks)
-    tokens = torch.randint(0, cfg.vocab_size, (2, cfg.context_length))
+def _assert_same_step(plain, moving, tokens):
     expected, expected_grads = _loss_and_grads(plain, tokens)
-    torch._dynamo.reset()
-    counters.clear()
     loss, grads = _loss_and_grads(moving, tokens)
-    assert counters["stats"]["unique_graphs"] == 1  # one compiled graph serves every group
     # the norms compute in float32 (RMSNorm), compiled and eager round differently there
     torch.testing.assert_close(loss, expected, rtol=1e-6, atol=0)
     for name, grad in grads.items():
         torch.testing.assert_close(grad, expected_grads[name], rtol=1e-5, atol=1e-6 * expected_grads[name].abs().max(),
                                    msg=lambda m, name=name: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("layers, group_blocks", [(3, 1), (4, 2)])
+def test_offload_gives_the_loss_and_gradients_of_the_model_without_checkpointing(layers, group_blocks):
+    cfg = replace(TOY, num_layers=layers)
+    plain, moving = _pair(cfg, torch.float64, "cpu", checkpoint_blocks=group_blocks)
+    tokens = torch.randint(0, cfg.vocab_size, (2, cfg.context_length))
+    torch._dynamo.reset()
+    counters.clear()
+    _assert_same_step(plain, moving, tokens)
+    assert counters["stats"]["unique_graphs"] == 1  # one compiled graph serves every group
     # every group but the last moves its input, and per block attention's output, W1 x and W3 x
     tokens_n, itemsize = tokens.numel(), torch.finfo(torch.float64).bits // 8
     per_group = itemsize * tokens_n * (cfg.d_model * (1 + group_blocks) + 2 * group_blocks * cfg.d_ff)
     groups = -(-layers // group_blocks)
     assert moving.offload.moved_bytes == {g: per_group if g < groups - 1 else 0 for g in range(groups)}
+
+
+def test_offload_follows_a_sequence_length_that_changes_and_moves_nothing_without_gradients():
+    plain, moving = _pair(TOY, torch.float64, "cpu", checkpoint_blocks=1)
+    torch._dynamo.reset()
+    counters.clear()
+    for length in (TOY.context_length, 24, 17):
+        _assert_same_step(plain, moving, torch.randint(0, TOY.vocab_size, (2, length)))
+        assert all(moving.offload.moved_bytes[g] > 0 for g in range(TOY.num_layers - 1)), length
+    assert counters["stats"]["unique_graphs"] == 2  # the second length compiles a graph for every length after it
+    moved, packed = moving.offload.moved_bytes, []
+    moving.offload._pack = packed.append
+    with torch.no_grad():  # nothing is saved for a backward that will not come
+        tokens = torch.randint(0, TOY.vocab_size, (2, TOY.context_length))
+        torch.testing.assert_close(moving(tokens, tokens), plain(tokens, tokens), rtol=1e-6, atol=0)
+    assert packed == [] and moving.offload.moved_bytes is moved
 
 
 def test_offload_brings_each_group_back_while_the_backward_of_the_next_runs(monkeypatch):
@@ -104,3 +124,29 @@ def test_gpu_offload_across_to_host_memory_gives_the_gradients_of_the_model_with
                                        atol=1e-4 * expected_grads[name].abs().max(),
                                        msg=lambda m, name=name: f"{name}: {m}")
     assert all(moving.offload.moved_bytes[g] > 0 for g in (0, 1)) and moving.offload.moved_bytes[2] == 0
+
+
+@pytest.mark.gpu
+@GPU
+def test_gpu_a_backward_stopped_by_an_error_leaves_no_copy_to_write_into_memory_freed_by_it():
+    offload, brought_back = ActivationOffload(), []
+    load = offload._load
+    offload._load = lambda entry: (load(entry), brought_back.append(entry.on_device.data_ptr()))
+    x = torch.randn(2**27, device="cuda", requires_grad=True)  # 512 MiB: its copies take milliseconds
+    with offload.group(0, 1):
+        y = x.sin()  # saves x: moved to host memory
+    with offload.group(1, float("inf")):
+        z = y.cos()  # saves y, kept: unpacking it brings x back ahead
+
+    def stop(grad):
+        raise RuntimeError("stopped between the two groups' backward")
+
+    y.register_hook(stop)
+    with pytest.raises(RuntimeError, match="stopped"):
+        z.sum().backward()
+    del y, z  # the graph and x's copy brought back, never handed over, freed
+    fresh = torch.empty_like(x)
+    assert fresh.data_ptr() == brought_back[0]  # the allocator hands out the memory the copy writes into
+    fresh.fill_(7.0)
+    torch.cuda.synchronize()
+    assert bool((fresh == 7.0).all()), "the copy brought back wrote into memory allocated after it was freed"
