@@ -40,6 +40,8 @@ VARIANTS = {  # name -> settings of the 2-process run; the reference is the same
     "fsdp": dict(wrapper="fsdp"),
     "fsdp_accum": dict(wrapper="fsdp", grad_accum=2),  # each micro-batch reduced; the shards' gradients add up
     "fsdp2": dict(wrapper="fsdp2", grad_accum=2),
+    # offloading's compiled groups under DDP, no_sync on the first micro-batch
+    "torch_offload": dict(wrapper="torch", grad_accum=2, checkpoint_blocks=1, recompute="offload"),
 }
 CHECKPOINTED = {"checkpointed": dict(wrapper="bucketed", zero1=True), "checkpointed_fsdp": dict(wrapper="fsdp"),
                 "checkpointed_fsdp2": dict(wrapper="fsdp2")}
