@@ -30,8 +30,9 @@ import torch.nn.functional as F
 
 from systems.attention import available, get_attention
 from systems.nvtx import annotate
-from systems.offload import ActivationOffload, check_offload, run_offloaded
-from systems.recompute import check_kept_groups, check_recompute, check_stored_groups, checkpointed_groups, run_blocks
+from systems.offload import ActivationOffload, check_offload, run_groups_keeping_ffn
+from systems.recompute import (FFN_KEPT, check_kept_groups, check_recompute, check_stored_groups,
+                                checkpointed_groups, run_blocks)
 
 
 @dataclass(frozen=True)
@@ -256,9 +257,9 @@ class TransformerLM(nn.Module):
     with a ValueError when the checkpointed blocks run. ``kept_groups=n`` keeps attention's outputs in the first n
     checkpointed groups only and recomputes the others whole, for a model too deep to keep them everywhere;
     ``stored_groups=n`` runs the last n groups without checkpointing, for memory left over
-    (:func:`systems.recompute.run_blocks` says why the last). ``recompute="offload"`` keeps attention's outputs and
-    the feed-forward's products W1 x and W3 x too, in host memory, and compiles each group by itself
-    (:mod:`systems.offload`)."""
+    (:func:`systems.recompute.run_blocks` says why the last). ``recompute="keep_attention_and_ffn"`` keeps the
+    feed-forward's products W1 x and W3 x too and compiles each group by itself; ``"offload"`` keeps the same in
+    host memory (:mod:`systems.offload`)."""
 
     def __init__(self, cfg: ModelConfig, checkpoint_blocks: int | tuple[int, ...] = 0, recompute: str = "all",
                  kept_groups: int | None = None, stored_groups: int = 0):
@@ -271,8 +272,8 @@ class TransformerLM(nn.Module):
         groups = checkpointed_groups(cfg.num_layers, levels[0] if levels else 0)
         check_kept_groups(kept_groups, recompute, groups)
         check_stored_groups(stored_groups, groups, kept_groups)
-        if recompute == "offload":
-            check_offload(levels, kept_groups, stored_groups)
+        if recompute in FFN_KEPT:
+            check_offload(levels, kept_groups, stored_groups, recompute)
         self.offload = ActivationOffload()
         self.cfg = cfg
         self.checkpoint_levels = levels
@@ -302,8 +303,9 @@ class TransformerLM(nn.Module):
         levels = self.checkpoint_levels if torch.is_grad_enabled() else ()
         if levels:  # the attention is known now: set_attention may have changed it since the constructor
             check_recompute(self.recompute, self.cfg.attention)
-        if levels and self.recompute == "offload":
-            hidden = run_offloaded(self.layers, x, levels[0], self.offload)
+        if levels and self.recompute in FFN_KEPT:
+            offload = self.offload if self.recompute == "offload" else None
+            hidden = run_groups_keeping_ffn(self.layers, x, levels[0], offload)
         else:
             hidden = run_blocks(self.layers, x, levels, self.recompute, self.kept_groups, self.stored_groups)
         hidden = self.ln_final(hidden)  # (B, T, d)

@@ -9,8 +9,9 @@ back to the allocator once the copy is done (``record_stream``), not before. The
 to first: unpacking group i's tensors starts the copies of the nearest earlier group's back to the GPU, so that they
 run while group i's backward computes; a tensor not brought back ahead is copied on demand. Autograd packs a
 compiled region's saved tensors when the region has run, and an eager checkpoint keeps what it saves out of
-autograd's reach, so :func:`run_offloaded` compiles each checkpointed group by itself and runs the hooks around it,
-outside the compiled graphs: what ``recompute="offload"`` does in :class:`systems.model.TransformerLM`.
+autograd's reach, so :func:`run_groups_keeping_ffn` compiles each checkpointed group by itself and runs the hooks
+around it, outside the compiled graphs: what ``recompute="offload"`` does in
+:class:`systems.model.TransformerLM`, and, without the hooks, ``recompute="keep_attention_and_ffn"``.
 Each group keeps attention's outputs and the feed-forward's two products W1 x and W3 x
 (:func:`systems.recompute.keep_attention_and_ffn`), so its backward recomputes the projections to q, k, v and the
 output only; every tensor a group saves that is at least as large as its input goes to host memory, but in the last
@@ -157,28 +158,30 @@ class ActivationOffload:
         return self._streams[device]
 
 
-def check_offload(levels: tuple[int, ...], kept_groups: int | None, stored_groups: int) -> None:
-    """A ValueError naming the problem where ``recompute="offload"`` is asked with checkpointing it does not run:
-    none, nested groups, some groups kept whole or stored."""
+def check_offload(levels: tuple[int, ...], kept_groups: int | None, stored_groups: int,
+                  recompute: str = "offload") -> None:
+    """A ValueError naming the problem where ``recompute`` (one of :data:`systems.recompute.FFN_KEPT`) is asked
+    with checkpointing it does not run: none, nested groups, some groups kept whole or stored."""
     if len(levels) != 1:
-        raise ValueError(f"recompute='offload' checkpoints groups of one size, nothing nested: give checkpoint_blocks "
-                         f"as one block count > 0, got the levels {levels}")
+        raise ValueError(f"recompute={recompute!r} checkpoints groups of one size, nothing nested: give "
+                         f"checkpoint_blocks as one block count > 0, got the levels {levels}")
     if kept_groups is not None or stored_groups:
-        raise ValueError(f"recompute='offload' keeps what every group saves in host memory; kept_groups "
+        raise ValueError(f"recompute={recompute!r} keeps the same tensors of every group; kept_groups "
                          f"({kept_groups}) and stored_groups ({stored_groups}) belong to the other ways to recompute")
 
 
 @torch.compiler.disable  # the hooks run between the compiled groups, never inside a graph
-def run_offloaded(blocks: nn.ModuleList, x: torch.Tensor, group_blocks: int, offload: ActivationOffload
-                  ) -> torch.Tensor:
+def run_groups_keeping_ffn(blocks: nn.ModuleList, x: torch.Tensor, group_blocks: int,
+                           offload: ActivationOffload | None) -> torch.Tensor:
     """The blocks in checkpointed groups of ``group_blocks``, each compiled by itself, keeping attention's outputs
-    and the feed-forward's products, what each group but the last saves that is as large as its input in host
-    memory (``offload``'s hooks)."""
+    and the feed-forward's products: on the GPU where ``offload`` is None, else what each group but the last saves
+    that is as large as its input in host memory (``offload``'s hooks)."""
     ffn = blocks[0].ffn.w1.weight  # (d_ff, d_model): the products kept are those multiplying by its transpose
     compiled = _compiled_group((ffn.shape[1], ffn.shape[0]))
     groups = checkpointed_groups(len(blocks), group_blocks)
     for group, start in enumerate(range(0, len(blocks), group_blocks)):
-        with offload.group(group, x.numel() if group < groups - 1 else float("inf")):
+        moved = x.numel() if group < groups - 1 else float("inf")
+        with offload.group(group, moved) if offload is not None else contextlib.nullcontext():
             x = compiled(blocks[start:start + group_blocks], x)
     return x
 

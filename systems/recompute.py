@@ -24,9 +24,10 @@ import torch.nn as nn
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
 RECOMPUTE = ("all", "keep_attention")  # the ways run_blocks recomputes
-# the ways TransformerLM recomputes: run_blocks's and "offload" (systems.offload: keep_attention_and_ffn's products
-# in host memory, the groups compiled one by one), which the trainer offers and the several-GPU command does not
-MODEL_RECOMPUTE = (*RECOMPUTE, "offload")
+# the ways systems.offload runs the groups, each compiled by itself, keeping what keep_attention_and_ffn keeps: on the
+# GPU, or in host memory; the trainer offers them, the several-GPU command does not
+FFN_KEPT = ("keep_attention_and_ffn", "offload")
+MODEL_RECOMPUTE = (*RECOMPUTE, *FFN_KEPT)  # the ways TransformerLM recomputes
 # the ops whose outputs "keep_attention" keeps: SDPA's back ends, our Triton attention's forward (the custom op a
 # compiled model runs) and the forward op each of our C++ autograd nodes calls (their `Ops::forward`: flash_cpp and
 # flash_cuda, the Triton kernels' host path, flash_hopper), which a test reads from the C++ sources.
@@ -62,7 +63,7 @@ def _keep_attention(ctx, op, *args, **kwargs) -> CheckpointPolicy:
 
 
 def keep_attention_and_ffn(ffn_shape: tuple[int, int], ctx, op, *args, **kwargs) -> CheckpointPolicy:
-    """The policy of ``recompute="offload"``: attention's outputs kept, and the products of the feed-forward's W1
+    """The policy of :data:`FFN_KEPT`: attention's outputs kept, and the products of the feed-forward's W1
     and W3 (matrix products by a ``ffn_shape`` = (d_model, d_ff) matrix, the weight transposed), so that only the
     projections to q, k, v and attention's output are recomputed."""
     if op in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default) and tuple(args[-1].shape) == ffn_shape:

@@ -83,10 +83,10 @@ class TrainConfig:
     checkpoint_blocks: int = option("recompute activations in groups of this many blocks (0: off)", default=0)
     recompute: str = option("what the recomputation recomputes: every operation ('all'), all but attention "
                             "('keep_attention', whose outputs are kept), or only the projections to q, k, v and "
-                            "attention's output ('offload': attention's outputs and the feed-forward's products kept "
-                            "in host memory, each group compiled: faster only where a group's forward outlasts its "
-                            "copies, as at long contexts; not with fsdp or fsdp2)", default="all",
-                            choices=MODEL_RECOMPUTE)
+                            "attention's output, attention's outputs and the feed-forward's products kept, each group "
+                            "compiled: on the GPU ('keep_attention_and_ffn') or in host memory ('offload', faster "
+                            "only where a group's forward outlasts its copies, as at long contexts); neither with "
+                            "fsdp or fsdp2", default="all", choices=MODEL_RECOMPUTE)
     kept_groups: int | None = option("with keep_attention, keep attention's outputs in this many checkpointed "
                                      "groups (the first) and recompute the others whole (None: in every group)",
                                      default=None)

@@ -23,7 +23,8 @@ from systems.attention import unavailable
 from systems.model import parameter_count
 from systems.offload import check_offload
 from systems.parallel import NAMES, SHARDED
-from systems.recompute import check_kept_groups, check_recompute, check_stored_groups, checkpointed_groups
+from systems.recompute import (FFN_KEPT, check_kept_groups, check_recompute, check_stored_groups,
+                                checkpointed_groups)
 from systems.scaling.parallel import memory_per_device
 from systems.triton_interpreter import triton_unavailable
 
@@ -73,12 +74,13 @@ def check_settings(cfg: Any) -> None:
     if cfg.zero1 and cfg.wrapper in SHARDED:
         raise ValueError(f"--zero1 shards the optimizer state, which --wrapper {cfg.wrapper} shards already")
     check_recompute(cfg.recompute, cfg.model.attention if cfg.checkpoint_blocks else None)
-    if cfg.recompute == "offload":
-        check_offload((cfg.checkpoint_blocks,) if cfg.checkpoint_blocks else (), cfg.kept_groups, cfg.stored_groups)
+    if cfg.recompute in FFN_KEPT:
+        levels = (cfg.checkpoint_blocks,) if cfg.checkpoint_blocks else ()
+        check_offload(levels, cfg.kept_groups, cfg.stored_groups, cfg.recompute)
         if cfg.wrapper in SHARDED:
-            raise ValueError(f"--recompute offload compiles each checkpointed group with its copies to host memory "
-                             f"between the graphs, and --wrapper {cfg.wrapper} gathers each block's weights in hooks "
-                             f"that would run inside them: use --recompute keep_attention with {cfg.wrapper}")
+            raise ValueError(f"--recompute {cfg.recompute} compiles each checkpointed group by itself, and --wrapper "
+                             f"{cfg.wrapper} gathers each block's weights in hooks that would run inside the graphs: "
+                             f"use --recompute keep_attention with {cfg.wrapper}")
     groups = checkpointed_groups(cfg.model.num_layers, cfg.checkpoint_blocks)
     check_kept_groups(cfg.kept_groups, cfg.recompute, groups)
     check_stored_groups(cfg.stored_groups, groups, cfg.kept_groups)

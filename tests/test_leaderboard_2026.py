@@ -308,8 +308,9 @@ def test_an_offloading_recipe_comes_from_one_keeping_attention_compiled_and_its_
     for other in (replace(keeping, compiled=False), replace(keeping, recompute="all"), replace(keeping, kept_groups=1),
                   replace(keeping, stored_groups=1)):
         assert words.offloading(other) == other
-    with pytest.raises(ValueError, match="an eager recipe cannot offload"):
-        replace(ours, compiled=False).check(2)
+    for recompute in ("offload", "keep_attention_and_ffn"):
+        with pytest.raises(ValueError, match=f"recompute='{recompute}' runs each group compiled.*an eager recipe"):
+            replace(ours, recompute=recompute, compiled=False).check(2)
     recipes = parts.ablation_recipes(ours, parts.PLAIN)
     changed = [{k for k in vars(ours) if getattr(r, k) != getattr(ours, k)} for r in recipes[1:-1]]
     assert changed == [{"attention"}, {"fused_loss"}, {"fused_adamw"}, {"recompute"}, {"recompute"},

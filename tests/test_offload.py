@@ -10,7 +10,7 @@ import torch
 from torch._dynamo.utils import counters
 
 from systems.model import LEADERBOARD_2026, TransformerLM
-from systems.offload import ActivationOffload
+from systems.offload import ActivationOffload, run_groups_keeping_ffn
 
 GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 TOY = replace(LEADERBOARD_2026, num_layers=3, vocab_size=256, context_length=32, d_model=64, d_ff=176, num_heads=4,
@@ -24,10 +24,10 @@ def _loss_and_grads(model: TransformerLM, tokens: torch.Tensor) -> tuple[torch.T
     return loss.detach(), {name: p.grad for name, p in model.named_parameters()}
 
 
-def _pair(cfg, dtype, device, **offloaded):
+def _pair(cfg, dtype, device, recompute="offload", **options):
     torch.seed()  # fresh weights, the same in both
     state = TransformerLM(cfg).to(device, dtype).state_dict()
-    plain, moving = TransformerLM(cfg), TransformerLM(cfg, recompute="offload", **offloaded)
+    plain, moving = TransformerLM(cfg), TransformerLM(cfg, recompute=recompute, **options)
     for model in (plain, moving):
         model.load_state_dict(state)
         model.to(device, dtype)
@@ -76,6 +76,20 @@ def test_offload_follows_a_sequence_length_that_changes_and_moves_nothing_withou
     assert packed == [] and moving.offload.moved_bytes is moved
 
 
+def test_keeping_the_ffn_on_the_gpu_keeps_what_offload_moves_and_gives_the_same_gradients():
+    plain, keeping = _pair(TOY, torch.float64, "cpu", recompute="keep_attention_and_ffn", checkpoint_blocks=1)
+    _assert_same_step(plain, keeping, torch.randint(0, TOY.vocab_size, (2, TOY.context_length)))
+    assert keeping.offload.moved_bytes == {}  # nothing went through the hooks
+    x = torch.randn(2, TOY.context_length, TOY.d_model, dtype=torch.float64, requires_grad=True)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        run_groups_keeping_ffn(keeping.layers, x, 1, None)
+    saved = [t.numel() for t in saved if not isinstance(t, torch.nn.Parameter)]
+    # per block: its input, attention's output, W1 x and W3 x, as offload moves them (test above)
+    tokens = x.numel() // TOY.d_model
+    assert sum(n for n in saved if n >= x.numel()) == TOY.num_layers * tokens * (2 * TOY.d_model + 2 * TOY.d_ff)
+
+
 def test_offload_brings_each_group_back_while_the_backward_of_the_next_runs(monkeypatch):
     cfg = replace(TOY, num_layers=4)
     model = TransformerLM(cfg, checkpoint_blocks=1, recompute="offload")
@@ -92,14 +106,15 @@ def test_offload_brings_each_group_back_while_the_backward_of_the_next_runs(monk
     assert ("load", 3) not in first
 
 
+@pytest.mark.parametrize("recompute", ["offload", "keep_attention_and_ffn"])
 @pytest.mark.parametrize("options, words", [
     (dict(checkpoint_blocks=0), "one block count > 0"),
     (dict(checkpoint_blocks=(2, 1)), "nothing nested"),
     (dict(checkpoint_blocks=1, stored_groups=1), "stored_groups"),
 ])
-def test_offload_refuses_checkpointing_it_does_not_run(options, words):
-    with pytest.raises(ValueError, match=words):
-        TransformerLM(replace(TOY, num_layers=2), recompute="offload", **options)
+def test_offload_refuses_checkpointing_it_does_not_run(recompute, options, words):
+    with pytest.raises(ValueError, match=f"recompute='{recompute}'.*{words}"):
+        TransformerLM(replace(TOY, num_layers=2), recompute=recompute, **options)
 
 
 def test_offload_refuses_an_attention_whose_output_it_cannot_keep():

@@ -123,18 +123,20 @@ def test_resume_continues_the_same_curve_exactly(tmp_path, zero1):
     assert set(ckpt["optimizer"]["state"]) == set(range(len(ckpt["model"])))  # full (consolidated) state
 
 
-def test_recomputing_blocks_storing_the_last_or_offloading_follows_the_same_curve():
+def test_recomputing_blocks_storing_the_last_keeping_the_ffn_or_offloading_follows_the_same_curve():
     plain = losses(train(cfg()))
     assert losses(train(cfg(checkpoint_blocks=1, recompute="keep_attention", stored_groups=1))) == plain
     assert losses(train(cfg(checkpoint_blocks=1, stored_groups=2))) == plain  # every group stored: none recomputed
-    # the offloaded groups are compiled, which rounds otherwise than eager
-    assert losses(train(cfg(checkpoint_blocks=1, recompute="offload"))) == pytest.approx(plain, rel=1e-5, abs=0)
+    for recompute in ("keep_attention_and_ffn", "offload"):  # compiled groups, which round otherwise than eager
+        curve = losses(train(cfg(checkpoint_blocks=1, recompute=recompute)))
+        assert curve == pytest.approx(plain, rel=1e-5, abs=0), recompute
 
 
 @pytest.mark.parametrize("settings, words", [
     (dict(recompute="offload"), "one block count > 0"),
     (dict(recompute="offload", checkpoint_blocks=1, stored_groups=1), "stored_groups"),
     (dict(recompute="offload", checkpoint_blocks=1, wrapper="fsdp2"), "use --recompute keep_attention with fsdp2"),
+    (dict(recompute="keep_attention_and_ffn", checkpoint_blocks=1, wrapper="fsdp"), "keep_attention_and_ffn compiles"),
 ])
 def test_offload_refuses_what_it_does_not_run(settings, words):
     with pytest.raises(ValueError, match=words):

@@ -53,7 +53,7 @@ from systems.device import OOM, allocatable_bytes, local_device, use_expandable_
 from systems.flops import step_flops
 from systems.memory.checkpointing import kept_attention_bytes, kept_groups_that_fit
 from systems.model import LEADERBOARD_2026, ModelConfig, TransformerBlock, TransformerLM, token_loss
-from systems.recompute import run_blocks
+from systems.recompute import FFN_KEPT, run_blocks
 
 HEAD_VARIANTS = ("eager", "compiled", "fused")
 ADAMW_VARIANTS = ("foreach", "torch fused", "ours")
@@ -315,8 +315,9 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     p.add_argument("--params", type=integer(1), default=10**9)
     p.add_argument("--layers", type=integer(1), nargs="+", default=[2], help="model: the depths; kernels: the first")
     p.add_argument("--attention", nargs="+", default=["sdpa_cudnn", "flash_triton"], choices=available())
-    p.add_argument("--recompute", choices=(*RECOMPUTE, "offload"), default="all", help="model: how our recipes "
-                   "recompute each block (plain PyTorch's recomputes each whole); offload: systems.offload")
+    p.add_argument("--recompute", choices=(*RECOMPUTE, *FFN_KEPT), default="all", help="model: how our recipes "
+                   "recompute each block (plain PyTorch's recomputes each whole); keep_attention_and_ffn, offload: "
+                   "systems.offload")
     p.add_argument("--kept-groups", type=integer(0), default=None,
                    help="model, with --recompute keep_attention: the first blocks that keep attention's output")
     p.add_argument("--stored-blocks", type=integer(0), default=0,

@@ -15,7 +15,7 @@ import torch
 from systems.attention import unavailable
 from systems.model import ModelConfig, TransformerLM
 from systems.offload import check_offload
-from systems.recompute import check_kept_groups, check_stored_groups
+from systems.recompute import FFN_KEPT, check_kept_groups, check_stored_groups
 from systems.triton_interpreter import triton_unavailable
 
 
@@ -27,7 +27,7 @@ class Recipe:
     attention: str = "flash_triton"
     fused_loss: bool = True
     fused_adamw: bool = True
-    recompute: str = "all"  # of every block: "none", "all", "keep_attention" or "offload"
+    recompute: str = "all"  # of every block: "none", "all", "keep_attention", "keep_attention_and_ffn", "offload"
     compiled: bool = True
     kept_groups: int | None = None  # with keep_attention, the first blocks that keep attention's output (None: all)
     stored_groups: int = 0  # the last blocks, not checkpointed: every activation stored
@@ -35,14 +35,15 @@ class Recipe:
     def check(self, layers: int) -> None:
         """A ValueError naming the problem where this recipe cannot build a model of ``layers`` blocks: kept or
         stored blocks that are not counts of its checkpointed blocks (under ``recompute="none"`` there are none),
-        that overlap, or that ``recompute="offload"`` does not run."""
+        that overlap, or that the ways of :data:`systems.recompute.FFN_KEPT` do not run."""
         check_kept_groups(self.kept_groups, self.recompute, layers)
         check_stored_groups(self.stored_groups, 0 if self.recompute == "none" else layers, self.kept_groups)
-        if self.recompute == "offload":
-            check_offload((1,), self.kept_groups, self.stored_groups)
+        if self.recompute in FFN_KEPT:
+            check_offload((1,), self.kept_groups, self.stored_groups, self.recompute)
             if not self.compiled:
-                raise ValueError("recompute='offload' runs each group compiled (its saved tensors reach the hooks "
-                                 "only from a compiled region): an eager recipe cannot offload; use keep_attention")
+                raise ValueError(f"recompute={self.recompute!r} runs each group compiled (an offloaded group's saved "
+                                 f"tensors reach the hooks only from a compiled region): an eager recipe cannot; use "
+                                 f"keep_attention")
 
     def model(self, cfg: ModelConfig) -> TransformerLM:
         """The model of ``cfg`` as this recipe runs it (its attention and loss, each block recomputed or not), built
@@ -73,11 +74,12 @@ PLAIN = Recipe(attention="sdpa_cudnn", fused_loss=False, fused_adamw=False)
 
 def ablation_recipes(ours: Recipe, plain: Recipe) -> list[Recipe]:
     """``ours``, then ours with one technique at a time swapped for plain PyTorch's (the attention, the loss, AdamW,
-    the other way to recompute, no recomputation, compiled or not), then ``plain``. An offloading recipe's other
-    way keeps attention on the GPU, and so does its eager one, which cannot offload."""
+    the other way to recompute, no recomputation, compiled or not), then ``plain``. A recipe keeping the
+    feed-forward's products, on the GPU or in host memory, has keeping attention alone as its other way, and its
+    eager one keeps attention alone too, which is all an eager recipe can."""
     other = "all" if ours.recompute == "keep_attention" else "keep_attention"
     other_mode = replace(ours, compiled=not ours.compiled)
-    if ours.recompute == "offload":
+    if ours.recompute in FFN_KEPT:
         other_mode = replace(other_mode, recompute="keep_attention")
     return [ours, replace(ours, attention=plain.attention), replace(ours, fused_loss=False),
             replace(ours, fused_adamw=False), replace(ours, recompute=other, kept_groups=None),
