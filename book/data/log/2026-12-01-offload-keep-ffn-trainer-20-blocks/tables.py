@@ -1,5 +1,5 @@
-"""Every number of the log entry of 2026-12-01 (offload: the stopped backward, the trainer, 20 blocks), from the
-files beside this script."""
+"""Every number of the log entry of 2026-12-01 (offload: the stopped backward, the trainer, 20 blocks;
+keep_attention_and_ffn), from the files beside this script."""
 import json
 import re
 import statistics
@@ -13,6 +13,10 @@ runs = {  # file: (context, sequences, how the blocks are recomputed)
     "run1_train_keep_attention": (2048, 8, "keep_attention"), "run2_train_offload_2048": (2048, 8, "offload"),
     "run2_train_all_8192": (8192, 2, "all"), "run2_train_keep_attention_8192": (8192, 2, "keep_attention"),
     "run2_train_offload_8192": (8192, 2, "offload"),
+    "run7_train_keep_attention_2048": (2048, 8, "keep_attention (run 7)"),
+    "run7_train_keep_attention_and_ffn_2048": (2048, 8, "keep_attention_and_ffn"),
+    "run7_train_keep_attention_8192": (8192, 2, "keep_attention (run 7)"),
+    "run7_train_keep_attention_and_ffn_8192": (8192, 2, "keep_attention_and_ffn"),
 }
 rows = {}
 for name, (context, batch, recompute) in runs.items():
@@ -25,7 +29,8 @@ for name, (context, batch, recompute) in runs.items():
 print(f"{'context':>7} {'batch':>5} {'recompute':<24} {'ms':>8} {'tokens/s':>9} {'peak MiB':>9} {'final loss':>10}"
       f" {'/ keep_attention':>16}")
 for name, r in rows.items():
-    keep = rows["run1_train_keep_attention" if r["context"] == 2048 else "run2_train_keep_attention_8192"]["ms"]
+    run = "run7" if name.startswith("run7") else "run1" if r["context"] == 2048 else "run2"
+    keep = rows[f"{run}_train_keep_attention" + ("" if run == "run1" else f"_{r['context']}")]["ms"]
     print(f"{r['context']:>7} {r['batch']:>5} {r['recompute']:<24} {r['ms']:8.1f} {r['tokens_per_s']:9.0f} "
           f"{r['peak_mib']:9.0f} {r['loss']:10.4f} {r['ms'] / keep:16.3f}")
 
@@ -38,6 +43,10 @@ for r in (ours, plain):
 print(f"  plain / ours: {plain['ms'] / ours['ms']:.3f}")
 for hold in ("run4_hold.txt", "run6_hold.txt"):
     print(f"  {hold}: {(here / hold).read_text().strip()}")
+
+ffn = json.loads((here / "run7_ffn4.json").read_text())[0]
+print(f"\nThe leaderboard's 4-block step on the whole H200 (run 7): {ffn['recipe']}: {ffn['status']}, "
+      f"{ffn['ms']:.1f} ms, MFU {100 * ffn['mfu']:.1f} %, peak {ffn['peak_gib']:.1f} GiB")
 
 print("\nThe stopped backward, probed (race_probe.py):")
 for probe in ("run4_probe.txt", "run5_probe.txt"):
