@@ -11,7 +11,8 @@ get the per-step records back. The global batch of each step is the same whateve
 but the last under ``no_sync()``), and the strategy averages gradients over the ranks, so a 2-process
 run follows the single-process loss curve. ``--wrapper`` names the strategy (:mod:`systems.parallel`: one process,
 our data-parallel wrappers or PyTorch's DDP, with ``--zero1`` sharding the optimizer state, our FSDP or PyTorch's
-FSDP2); the step is :class:`systems.parallel.TrainStep`, the one every benchmark runs too.
+FSDP2); the step is :class:`systems.parallel.TrainStep`, the one every benchmark runs too. ``--compile`` compiles
+each block, after the wrapper (a sharded block gathers its weights between the graphs).
 
 A checkpoint (:mod:`systems.checkpoint`: atomic, checksummed, tensors and plain data only) holds the model,
 the optimizer (consolidated when sharded, so it resumes at any world size and under any wrapper), the step (which
@@ -104,6 +105,9 @@ class TrainConfig:
     eps: float = option("AdamW epsilon", default=1e-8)
     weight_decay: float = option("AdamW decoupled weight decay", default=0.1)
     grad_clip: float = option("clip the global gradient norm to this (0: off)", default=1.0)
+    compile: bool = option("compile each block with torch.compile (the first steps pay for it; with "
+                           "keep_attention_and_ffn and offload each checkpointed group is compiled anyway)",
+                           default=False)
     fused_adamw: bool = option("update with one Triton kernel per dtype group (systems.fused.FusedAdamW) instead of "
                                "torch.optim.AdamW", default=False)
     max_bad_steps: int = option("skip up to this many steps whose loss or gradient norm is not finite", default=0)
@@ -191,6 +195,9 @@ class _Run:
         bf16 = torch.bfloat16 if cfg.bf16 else None
         self.strategy = wrap(cfg.wrapper, self.model, zero1=cfg.zero1, compute_dtype=bf16,
                              bucket_size_mb=cfg.bucket_size_mb)
+        if cfg.compile:  # block by block, after sharding: a sharded block's gathers stay between the graphs
+            for block in self.model.layers:
+                block.compile()
         adamw = dict(lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, weight_decay=cfg.weight_decay)
         self.optimizer = self.strategy.optimizer(_adamw_class(cfg.fused_adamw), **adamw)
         # the norm is measured even without clipping (0: an infinite bound): it guards the update

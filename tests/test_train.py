@@ -15,6 +15,7 @@ from dataclasses import replace
 
 import pytest
 import torch
+from torch._dynamo.utils import counters
 
 from systems import checkpoint
 from systems.data import TokenData
@@ -42,6 +43,9 @@ VARIANTS = {  # name -> settings of the 2-process run; the reference is the same
     "fsdp2": dict(wrapper="fsdp2", grad_accum=2),
     # offloading's compiled groups under DDP, no_sync on the first micro-batch
     "torch_offload": dict(wrapper="torch", grad_accum=2, checkpoint_blocks=1, recompute="offload"),
+    # compiled blocks: their gradients' hooks (ours), their weights gathered between the graphs (FSDP2)
+    "bucketed_compiled": dict(wrapper="bucketed", compile=True, checkpoint_blocks=1, recompute="keep_attention"),
+    "fsdp2_compiled": dict(wrapper="fsdp2", compile=True),
 }
 CHECKPOINTED = {"checkpointed": dict(wrapper="bucketed", zero1=True), "checkpointed_fsdp": dict(wrapper="fsdp"),
                 "checkpointed_fsdp2": dict(wrapper="fsdp2")}
@@ -130,6 +134,16 @@ def test_recomputing_blocks_storing_the_last_keeping_the_ffn_or_offloading_follo
     for recompute in ("keep_attention_and_ffn", "offload"):  # compiled groups, which round otherwise than eager
         curve = losses(train(cfg(checkpoint_blocks=1, recompute=recompute)))
         assert curve == pytest.approx(plain, rel=1e-5, abs=0), recompute
+
+
+@pytest.mark.parametrize("settings", [dict(), dict(checkpoint_blocks=1), dict(checkpoint_blocks=1,
+                                                                                recompute="keep_attention")])
+def test_compiled_blocks_follow_the_curve_of_the_eager_ones(settings):
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = losses(train(cfg(compile=True, **settings)))
+    assert counters["stats"]["unique_graphs"] == 1  # one graph for every block
+    assert compiled == pytest.approx(losses(train(cfg(**settings))), rel=1e-5, abs=0)
 
 
 @pytest.mark.parametrize("settings, words", [
