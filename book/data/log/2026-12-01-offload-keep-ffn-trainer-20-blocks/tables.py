@@ -17,6 +17,9 @@ runs = {  # file: (context, sequences, how the blocks are recomputed)
     "run7_train_keep_attention_and_ffn_2048": (2048, 8, "keep_attention_and_ffn"),
     "run7_train_keep_attention_8192": (8192, 2, "keep_attention (run 7)"),
     "run7_train_keep_attention_and_ffn_8192": (8192, 2, "keep_attention_and_ffn"),
+    "run8_train_keep_attention_compiled": (2048, 8, "keep_attention, --compile"),
+    "run8_train_keep_attention_and_ffn": (2048, 8, "keep_attention_and_ffn (run 8)"),
+    "run8_train_none_compiled": (2048, 8, "none, --compile"),
 }
 rows = {}
 for name, (context, batch, recompute) in runs.items():
@@ -26,11 +29,13 @@ for name, (context, batch, recompute) in runs.items():
                       ms=statistics.median(s["step_ms"] for s in steps[2:]),
                       tokens_per_s=statistics.median(s["tokens_per_s"] for s in steps[2:]),
                       peak_mib=steps[-1]["peak_memory_mb"], loss=steps[-1]["loss"], steps=len(steps))
+print("(the last column: against keep_attention eager in runs 1, 2 and 7, compiled in run 8)")
 print(f"{'context':>7} {'batch':>5} {'recompute':<24} {'ms':>8} {'tokens/s':>9} {'peak MiB':>9} {'final loss':>10}"
       f" {'/ keep_attention':>16}")
 for name, r in rows.items():
-    run = "run7" if name.startswith("run7") else "run1" if r["context"] == 2048 else "run2"
-    keep = rows[f"{run}_train_keep_attention" + ("" if run == "run1" else f"_{r['context']}")]["ms"]
+    run = name[:4] if name[:4] in ("run7", "run8") else "run1" if r["context"] == 2048 else "run2"
+    keep = rows["run8_train_keep_attention_compiled" if run == "run8" else
+                f"{run}_train_keep_attention" + ("" if run == "run1" else f"_{r['context']}")]["ms"]
     print(f"{r['context']:>7} {r['batch']:>5} {r['recompute']:<24} {r['ms']:8.1f} {r['tokens_per_s']:9.0f} "
           f"{r['peak_mib']:9.0f} {r['loss']:10.4f} {r['ms'] / keep:16.3f}")
 
