@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from systems.attention import available, get_attention
 from systems.nvtx import annotate
-from systems.offload import ActivationOffload, check_offload, run_groups_keeping_ffn
+from systems.offload import ActivationOffload, check_ffn_kept, run_groups_keeping_ffn
 from systems.recompute import (FFN_KEPT, check_kept_groups, check_recompute, check_stored_groups,
                                 checkpointed_groups, run_blocks)
 
@@ -273,7 +273,7 @@ class TransformerLM(nn.Module):
         check_kept_groups(kept_groups, recompute, groups)
         check_stored_groups(stored_groups, groups, kept_groups)
         if recompute in FFN_KEPT:
-            check_offload(levels, kept_groups, stored_groups, recompute)
+            check_ffn_kept(levels, kept_groups, stored_groups, recompute)
         self.offload = ActivationOffload()
         self.cfg = cfg
         self.checkpoint_levels = levels

@@ -158,8 +158,7 @@ class ActivationOffload:
         return self._streams[device]
 
 
-def check_offload(levels: tuple[int, ...], kept_groups: int | None, stored_groups: int,
-                  recompute: str = "offload") -> None:
+def check_ffn_kept(levels: tuple[int, ...], kept_groups: int | None, stored_groups: int, recompute: str) -> None:
     """A ValueError naming the problem where ``recompute`` (one of :data:`systems.recompute.FFN_KEPT`) is asked
     with checkpointing it does not run: none, nested groups, some groups kept whole or stored."""
     if len(levels) != 1:

@@ -21,7 +21,7 @@ import torch
 
 from systems.attention import unavailable
 from systems.model import parameter_count
-from systems.offload import check_offload
+from systems.offload import check_ffn_kept
 from systems.parallel import NAMES, SHARDED
 from systems.recompute import (FFN_KEPT, check_kept_groups, check_recompute, check_stored_groups,
                                 checkpointed_groups)
@@ -76,7 +76,7 @@ def check_settings(cfg: Any) -> None:
     check_recompute(cfg.recompute, cfg.model.attention if cfg.checkpoint_blocks else None)
     if cfg.recompute in FFN_KEPT:
         levels = (cfg.checkpoint_blocks,) if cfg.checkpoint_blocks else ()
-        check_offload(levels, cfg.kept_groups, cfg.stored_groups, cfg.recompute)
+        check_ffn_kept(levels, cfg.kept_groups, cfg.stored_groups, cfg.recompute)
         if cfg.wrapper in SHARDED:
             raise ValueError(f"--recompute {cfg.recompute} compiles each checkpointed group by itself, and --wrapper "
                              f"{cfg.wrapper} gathers each block's weights in hooks that would run inside the graphs: "

@@ -14,7 +14,7 @@ import torch
 
 from systems.attention import unavailable
 from systems.model import ModelConfig, TransformerLM
-from systems.offload import check_offload
+from systems.offload import check_ffn_kept
 from systems.recompute import FFN_KEPT, check_kept_groups, check_stored_groups
 from systems.triton_interpreter import triton_unavailable
 
@@ -39,11 +39,11 @@ class Recipe:
         check_kept_groups(self.kept_groups, self.recompute, layers)
         check_stored_groups(self.stored_groups, 0 if self.recompute == "none" else layers, self.kept_groups)
         if self.recompute in FFN_KEPT:
-            check_offload((1,), self.kept_groups, self.stored_groups, self.recompute)
+            check_ffn_kept((1,), self.kept_groups, self.stored_groups, self.recompute)
             if not self.compiled:
-                raise ValueError(f"recompute={self.recompute!r} runs each group compiled (an offloaded group's saved "
-                                 f"tensors reach the hooks only from a compiled region): an eager recipe cannot; use "
-                                 f"keep_attention")
+                raise ValueError(f"recompute={self.recompute!r} runs each group compiled (offloading needs it: a "
+                                 f"group's saved tensors reach the hooks only from a compiled region): an eager "
+                                 f"recipe cannot; use keep_attention")
 
     def model(self, cfg: ModelConfig) -> TransformerLM:
         """The model of ``cfg`` as this recipe runs it (its attention and loss, each block recomputed or not), built
