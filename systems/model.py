@@ -30,9 +30,8 @@ import torch.nn.functional as F
 
 from systems.attention import available, get_attention
 from systems.nvtx import annotate
-from systems.offload import ActivationOffload, check_ffn_kept, run_groups_keeping_ffn
-from systems.recompute import (FFN_KEPT, check_kept_groups, check_recompute, check_stored_groups,
-                                checkpointed_groups, run_blocks)
+from systems.offload import ActivationOffload, run_groups_keeping_ffn
+from systems.recompute import FFN_KEPT, check_checkpointing, check_recompute, run_blocks
 
 
 @dataclass(frozen=True)
@@ -268,12 +267,7 @@ class TransformerLM(nn.Module):
         levels = tuple(k for k in levels if k != 0)
         if any(not isinstance(k, int) or k < 0 for k in levels) or list(levels) != sorted(levels, reverse=True):
             raise ValueError(f"checkpoint_blocks must be a block count >= 0 or decreasing counts, got {checkpoint_blocks!r}")
-        check_recompute(recompute)
-        groups = checkpointed_groups(cfg.num_layers, levels[0] if levels else 0)
-        check_kept_groups(kept_groups, recompute, groups)
-        check_stored_groups(stored_groups, groups, kept_groups)
-        if recompute in FFN_KEPT:
-            check_ffn_kept(levels, kept_groups, stored_groups, recompute)
+        check_checkpointing(levels, recompute, kept_groups, stored_groups, cfg.num_layers)
         self.offload = ActivationOffload()
         self.cfg = cfg
         self.checkpoint_levels = levels

@@ -158,17 +158,6 @@ class ActivationOffload:
         return self._streams[device]
 
 
-def check_ffn_kept(levels: tuple[int, ...], kept_groups: int | None, stored_groups: int, recompute: str) -> None:
-    """A ValueError naming the problem where ``recompute`` (one of :data:`systems.recompute.FFN_KEPT`) is asked
-    with checkpointing it does not run: none, nested groups, some groups kept whole or stored."""
-    if len(levels) != 1:
-        raise ValueError(f"recompute={recompute!r} checkpoints groups of one size, nothing nested: give "
-                         f"checkpoint_blocks as one block count > 0, got the levels {levels}")
-    if kept_groups is not None or stored_groups:
-        raise ValueError(f"recompute={recompute!r} keeps the same tensors of every group; kept_groups "
-                         f"({kept_groups}) and stored_groups ({stored_groups}) belong to the other ways to recompute")
-
-
 @torch.compiler.disable  # the hooks run between the compiled groups, never inside a graph
 def run_groups_keeping_ffn(blocks: nn.ModuleList, x: torch.Tensor, group_blocks: int,
                            offload: ActivationOffload | None) -> torch.Tensor:

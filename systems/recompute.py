@@ -101,6 +101,30 @@ def check_stored_groups(stored_groups: int, groups: int, kept_groups: int | None
                          f"there are {groups}")
 
 
+def check_ffn_kept(levels: tuple[int, ...], kept_groups: int | None, stored_groups: int, recompute: str) -> None:
+    """A ValueError naming the problem where ``recompute`` (one of :data:`FFN_KEPT`) is asked with checkpointing
+    it does not run: none, nested groups, some groups kept whole or stored."""
+    if len(levels) != 1:
+        raise ValueError(f"recompute={recompute!r} checkpoints groups of one size, nothing nested: give "
+                         f"checkpoint_blocks as one block count > 0, got the levels {levels}")
+    if kept_groups is not None or stored_groups:
+        raise ValueError(f"recompute={recompute!r} keeps the same tensors of every group; kept_groups "
+                         f"({kept_groups}) and stored_groups ({stored_groups}) belong to the other ways to recompute")
+
+
+def check_checkpointing(levels: tuple[int, ...], recompute: str, kept_groups: int | None, stored_groups: int,
+                        num_layers: int, attention: str | None = None) -> None:
+    """A ValueError naming the problem where ``num_layers`` blocks cannot be checkpointed in groups of ``levels``
+    (decreasing sizes; none: no checkpointing) the way ``recompute`` says, with ``kept_groups`` and
+    ``stored_groups``; given the ``attention``, one whose output the policy cannot keep (:func:`check_recompute`)."""
+    check_recompute(recompute, attention)
+    groups = checkpointed_groups(num_layers, levels[0] if levels else 0)
+    check_kept_groups(kept_groups, recompute, groups)
+    check_stored_groups(stored_groups, groups, kept_groups)
+    if recompute in FFN_KEPT:
+        check_ffn_kept(levels, kept_groups, stored_groups, recompute)
+
+
 def run_blocks(blocks: nn.ModuleList, x: torch.Tensor, levels: tuple[int, ...], recompute: str = "all",
                kept_groups: int | None = None, stored_groups: int = 0) -> torch.Tensor:
     """The blocks in order; with ``levels``, each group of ``levels[0]`` blocks checkpointed, nesting the rest,

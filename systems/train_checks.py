@@ -21,10 +21,8 @@ import torch
 
 from systems.attention import unavailable
 from systems.model import parameter_count
-from systems.offload import check_ffn_kept
 from systems.parallel import NAMES, SHARDED
-from systems.recompute import (FFN_KEPT, check_kept_groups, check_recompute, check_stored_groups,
-                                checkpointed_groups)
+from systems.recompute import FFN_KEPT, check_checkpointing, checkpointed_groups
 from systems.scaling.parallel import memory_per_device
 from systems.triton_interpreter import triton_unavailable
 
@@ -73,17 +71,12 @@ def check_settings(cfg: Any) -> None:
         raise ValueError("checkpoint_every needs checkpoint_dir")
     if cfg.zero1 and cfg.wrapper in SHARDED:
         raise ValueError(f"--zero1 shards the optimizer state, which --wrapper {cfg.wrapper} shards already")
-    check_recompute(cfg.recompute, cfg.model.attention if cfg.checkpoint_blocks else None)
-    if cfg.recompute in FFN_KEPT:
-        levels = (cfg.checkpoint_blocks,) if cfg.checkpoint_blocks else ()
-        check_ffn_kept(levels, cfg.kept_groups, cfg.stored_groups, cfg.recompute)
-        if cfg.wrapper in SHARDED:
-            raise ValueError(f"--recompute {cfg.recompute} compiles each checkpointed group by itself, and --wrapper "
-                             f"{cfg.wrapper} gathers each block's weights in hooks that would run inside the graphs: "
-                             f"use --recompute keep_attention with {cfg.wrapper}")
-    groups = checkpointed_groups(cfg.model.num_layers, cfg.checkpoint_blocks)
-    check_kept_groups(cfg.kept_groups, cfg.recompute, groups)
-    check_stored_groups(cfg.stored_groups, groups, cfg.kept_groups)
+    check_checkpointing((cfg.checkpoint_blocks,) if cfg.checkpoint_blocks else (), cfg.recompute, cfg.kept_groups,
+                        cfg.stored_groups, cfg.model.num_layers, cfg.model.attention if cfg.checkpoint_blocks else None)
+    if cfg.recompute in FFN_KEPT and cfg.wrapper in SHARDED:
+        raise ValueError(f"--recompute {cfg.recompute} compiles each checkpointed group by itself, and --wrapper "
+                         f"{cfg.wrapper} gathers each block's weights in hooks that would run inside the graphs: "
+                         f"use --recompute keep_attention with {cfg.wrapper}")
 
 
 def writable_folder(path: Path, what: str) -> None:

@@ -14,8 +14,7 @@ import torch
 
 from systems.attention import unavailable
 from systems.model import ModelConfig, TransformerLM
-from systems.offload import check_ffn_kept
-from systems.recompute import FFN_KEPT, check_kept_groups, check_stored_groups
+from systems.recompute import FFN_KEPT, check_ffn_kept, check_kept_groups, check_stored_groups
 from systems.triton_interpreter import triton_unavailable
 
 
