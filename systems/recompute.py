@@ -53,8 +53,8 @@ def check_recompute(recompute: str, attention: str | None = None) -> None:
     if recompute != "all" and attention in KEEPS_NOTHING:
         raise ValueError(f"recompute={recompute!r} cannot keep the output of attention {attention!r}: it runs no "
                          f"operator the policy can tell from the rest of the block, so every block would be recomputed "
-                         f"whole; use recompute='all', or an attention that runs as one operator (sdpa, flash_triton, "
-                         f"flash_cpp, flash_cuda, flash_hopper)")
+                         f"whole; use recompute='all', or an attention that runs as one operator (sdpa, flash, "
+                         f"flash_triton, flash_cpp, flash_cuda, flash_hopper)")
 
 
 def _keep_attention(ctx, op, *args, **kwargs) -> CheckpointPolicy:

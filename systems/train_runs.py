@@ -16,7 +16,7 @@ from systems.train import WRAPPERS, TrainConfig, summarize, train_many
 
 def unusable(attention: str) -> str | None:
     """Why an attention implementation cannot run on this machine, or None."""
-    if attention == "flash_triton" and not torch.cuda.is_available():
+    if attention in ("flash", "flash_triton") and not torch.cuda.is_available():
         return "needs a GPU"
     try:
         get_attention(attention)

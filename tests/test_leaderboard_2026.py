@@ -268,8 +268,6 @@ def test_the_two_gpu_step_runs_ours_as_the_one_gpu_chapter_chose_it(tmp_path):
 
     from systems.chapters import leaderboard_two_gpus as words
 
-    cfg = replace(LEADERBOARD_2026, d_model=256, num_heads=2)  # head dim 128
-    assert parts.our_attention(cfg, torch.device("cpu")) == "flash_triton"  # the Hopper forward needs an sm_90 GPU
     ours = parts.Recipe(attention="flash_hopper")
     faster = "keep_attention" if torch.rand(()) < 0.5 else "all"
     pd.DataFrame([dict(attention="flash_hopper", recompute=r, compiled=True, status="ok",

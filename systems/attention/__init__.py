@@ -17,6 +17,8 @@ Ours (:data:`OURS`):
     flash_hopper   FlashAttention written for Hopper in CUDA C++ (sm_90a: copy engine, asynchronous wgmma, ping-pong),
                    forward and backward under one C++ autograd node (attention/flash_cpp/hopper.py); fp16/bf16,
                    head dims 64, 72, 80 and 128
+    flash          the fastest of ours for the inputs' device: flash_hopper on an H100 or H200 where its kernels build,
+                   flash_triton elsewhere (fastest.py); the one to train with
 
 PyTorch's, the anchors (:data:`PEERS`, peers.py):
 
@@ -37,7 +39,8 @@ from systems.triton_interpreter import triton_unavailable
 
 AttentionFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool], torch.Tensor]
 
-OURS = ("naive", "flash_pytorch", "flash_triton", "flash_triton_python", "flash_cpp", "flash_cuda", "flash_hopper")
+OURS = ("naive", "flash_pytorch", "flash_triton", "flash_triton_python", "flash_cpp", "flash_cuda", "flash_hopper",
+        "flash")
 PEERS = ("sdpa", "sdpa_flash", "sdpa_cudnn", "flex")
 
 # name -> "module:attribute", imported on first use
@@ -49,6 +52,7 @@ _REGISTRY: dict[str, str] = {
     "flash_cpp": "systems.attention.flash_cpp:flash_attention_cpp",
     "flash_cuda": "systems.attention.flash_cpp:flash_attention_cuda",
     "flash_hopper": "systems.attention.flash_cpp.hopper:flash_attention_hopper",
+    "flash": "systems.attention.fastest:flash_attention",
     "sdpa": "systems.attention.peers:sdpa",
     "sdpa_flash": "systems.attention.peers:sdpa_flash",
     "sdpa_cudnn": "systems.attention.peers:sdpa_cudnn",
@@ -72,9 +76,14 @@ def unavailable(name: str, device: torch.device, dtype: torch.dtype, head_dim: i
     asks before it builds a model. Ours by their documented limits (the FlashAttention kernels take head dims 16..128;
     the Triton one needs a GPU or Triton's interpreter, which cannot compute bf16; the C++ operator runs on the CPU and
     is built on first use, which needs a compiler; its CUDA kernels need a GPU of compute capability 8.0, nvcc, fp16 or
-    bf16 and head dim 64 or 128; the Hopper one an sm_90 GPU and nvcc); PyTorch's SDPA back ends by
+    bf16 and head dim 64 or 128; the Hopper one an sm_90 GPU and nvcc; ``flash`` those of the one it takes on
+    ``device``); PyTorch's SDPA back ends by
     asking them to run once on a tiny input, so their own rules (dtypes, head dims, devices) answer."""
     get_attention(name)  # an unknown name is refused with the choices
+    if name == "flash":
+        from systems.attention.fastest import fastest_flash
+
+        name = fastest_flash(device)
     if name in ("flash_pytorch", "flash_triton", "flash_triton_python", "flash_cpp", "flash_cuda", "flash_hopper"):
         from systems.attention._checks import MAX_HEAD_DIM, MIN_HEAD_DIM
 

@@ -47,7 +47,7 @@ from systems.bench.kernel_groups import group_times, kernels_of
 from systems.bench.points import GIB, Step, achieved, measure, surviving
 # The chapters read the recipes from here, beside what measures them.
 from systems.bench.recipe import (PLAIN, Recipe, ablation_recipes, adamw_for, build_model,  # noqa: F401
-                                  our_attention, our_kernels_unavailable)
+                                  our_kernels_unavailable)
 from systems.cli import integer
 from systems.device import OOM, allocatable_bytes, local_device, use_expandable_segments
 from systems.flops import step_flops

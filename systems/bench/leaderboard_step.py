@@ -34,8 +34,9 @@ import torch
 import torch.distributed as dist
 
 from systems import dist as sdist
+from systems.attention.fastest import fastest_flash
 from systems.bench.ddp import idle_ms, overlap_ms, step_intervals
-from systems.bench.recipe import PLAIN, Recipe, adamw_for, our_attention, our_kernels_unavailable
+from systems.bench.recipe import PLAIN, Recipe, adamw_for, our_kernels_unavailable
 from systems.cli import integer
 from systems.device import is_oom, local_device, synchronize, timed
 from systems.flops import mfu, step_flops
@@ -185,7 +186,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         if not dist.is_initialized():
             p.error("start it with torchrun (torchrun --nproc_per_node N -m systems.bench.leaderboard_step ...)")
         # (asking whether our Hopper kernel runs builds it: a plain run does not ask)
-        recipe = on_this_machine(wanted if a.plain else replace(wanted, attention=our_attention(cfg, local_device())))
+        recipe = on_this_machine(wanted if a.plain else replace(wanted, attention=fastest_flash(local_device())))
         rows = [leaderboard_step(cfg, recipe, sharding, a.batch, a.rep, a.warmup, a.trace) for sharding in a.sharding]
         if dist.get_rank() == 0:
             text = json.dumps(rows, indent=1, default=str)

@@ -12,7 +12,6 @@ from typing import Any
 
 import torch
 
-from systems.attention import unavailable
 from systems.model import ModelConfig, TransformerLM
 from systems.recompute import FFN_KEPT, check_ffn_kept, check_kept_groups, check_stored_groups
 from systems.triton_interpreter import triton_unavailable
@@ -83,13 +82,6 @@ def ablation_recipes(ours: Recipe, plain: Recipe) -> list[Recipe]:
     return [ours, replace(ours, attention=plain.attention), replace(ours, fused_loss=False),
             replace(ours, fused_adamw=False), replace(ours, recompute=other, kept_groups=None),
             replace(ours, recompute="none", kept_groups=None, stored_groups=0), other_mode, plain]
-
-
-def our_attention(cfg: ModelConfig, device: torch.device, dtype: torch.dtype = torch.bfloat16) -> str:
-    """Our fastest attention at the model's head dim on ``device``: the forward written for Hopper (with the Triton
-    backward) where it runs, else the Triton kernels."""
-    runs = unavailable("flash_hopper", device, dtype, cfg.d_model // cfg.num_heads) is None
-    return "flash_hopper" if runs else Recipe().attention
 
 
 def our_kernels_unavailable(device: torch.device) -> str | None:
