@@ -371,7 +371,8 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, sweep: bool = False,
                    help="the handout whose size names --size uses: 2026 reads xl as our 2.7B")
     g.add_argument("--context-length", type=int, nargs=many, default=listed(context_length), help="tokens per sequence")
     g.add_argument("--attention", nargs=many, default=listed(attention), choices=available(),
-                   help="attention implementation (systems.attention)")
+                   help="attention implementation (systems.attention; flash: our fastest on the device, "
+                        "flash_hopper on an H100 or H200, flash_triton on other GPUs)")
     g.add_argument("--fused-loss", action="store_true",
                    help="compute the loss with the LM head, without the logits (systems.fused)")
     for name in OVERRIDABLE:

@@ -76,8 +76,8 @@ def test_a_hopper_gpu_without_the_hopper_kernels_says_why_once(fresh_choices, mo
     with pytest.warns(UserWarning) as said:
         assert fastest.fastest_flash(GPU0) == "flash_triton"
         assert fastest.fastest_flash(GPU0) == "flash_triton"
-    assert [str(w.message) for w in said] == [f"attention 'flash' takes the Triton kernel on cuda:0, since flash_hopper "
-                                              f"{why}"]
+    said = [str(w.message) for w in said]
+    assert said == [f"attention 'flash' takes the Triton kernel on cuda:0, since flash_hopper {why}"]
 
 
 @pytest.mark.parametrize("on_hopper", [True, False])
