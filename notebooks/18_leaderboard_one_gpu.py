@@ -48,7 +48,7 @@ profile = provenance.resolve_profile(profile)
 ours, plain = lb.Recipe(), lb.PLAIN
 if profile == "full":
     cfg, dtype, head_tokens, adamw_params = LEADERBOARD_2026, torch.bfloat16, 65_536, 10**9
-    depths, ablation_layers, kernel_layers, rep = [2, 4, 8, 12, 16], 2, 4, dict(rep=3000, warmup=1000)
+    depths, ablation_layers, kernel_layers, rep = [2, 4, 8, 12, 16, 20], 2, 4, dict(rep=3000, warmup=1000)
     chunk_mib = [128, 256, 320, 512, 1024]
     ours = replace(ours, attention=fastest_flash(torch.device("cuda")))
 else:  # the same code at a toy size, in fp32 (Triton's CPU interpreter has no bf16)

@@ -209,13 +209,14 @@ def test_the_deepest_words_say_which_recipe_ran_deeper_alone():
 
     from systems.chapters import leaderboard as words
 
-    steps = pd.DataFrame([dict(layers=n, recipe=r, status=s, ms=ms, mfu=0.5, extra_gib=1.0)
+    steps = pd.DataFrame([dict(layers=n, recipe=r, status=s, ms=ms, mfu=0.546 if r == "a" else 0.5, extra_gib=1.0)
                           for n, r, s, ms in ((2, "a", "ok", 10.0), (2, "b", "ok", 11.0), (4, "a", "OOM", math.nan),
                                               (4, "b", "ok", 20.0))])
     said = words.deepest(steps, "a", "b")
     assert said.startswith("Both recipes ran with up to 2 blocks (the plain one alone with up to 4 blocks). There our")
     assert words.deepest(steps, "b", "a").startswith("Both recipes ran with up to 2 blocks (ours alone with up to 4")
     assert "alone" not in words.deepest(steps[steps.layers == 2], "a", "b")
+    assert "at an MFU of 54.6% against 50.0%" in said  # not rounded up to 55 %
 
 
 def test_the_ablation_words_name_the_fastest_recomputing_recipe():
