@@ -114,6 +114,17 @@ def test_the_one_gpu_command_stores_the_same_last_blocks_in_every_recipe_and_ref
         assert exit_.value.code == 2 and words in capsys.readouterr().err
 
 
+def test_the_one_gpu_command_names_the_kernels_flash_takes_here(monkeypatch):
+    asked = []
+    monkeypatch.setattr(parts, "model_step", lambda layers, recipes, **kw: asked.extend(recipes) or pd.DataFrame())
+    monkeypatch.setattr(parts, "fastest_flash", lambda device: "flash_hopper")  # as on an H100
+    for argv in (["model"], ["model", "--attention", "flash", "flash_hopper", "sdpa"]):
+        asked.clear()
+        parts.main(argv)
+        assert [r.attention for r in asked][:-1] == (["sdpa_cudnn", "flash_hopper"] if argv == ["model"] else
+                                                     ["flash_hopper", "sdpa"])  # the same kernels once
+
+
 def test_the_commands_say_where_our_triton_kernels_cannot_run_before_starting(monkeypatch, capsys):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # on a CPU without the interpreter

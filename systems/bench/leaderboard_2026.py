@@ -26,7 +26,7 @@ The command runs with the allocator's expandable segments (:func:`systems.device
 chapter 18 does.
 
     python -m systems.bench.leaderboard_2026 head --tokens 65536
-    python -m systems.bench.leaderboard_2026 model --layers 4 --attention sdpa_cudnn flash_triton
+    python -m systems.bench.leaderboard_2026 model --layers 4 --attention sdpa_cudnn flash   # flash: our fastest here
     python -m systems.bench.leaderboard_2026 kernels --layers 4 --attention flash_hopper --recompute keep_attention
 """
 
@@ -43,6 +43,7 @@ import torch
 from tqdm.auto import tqdm
 
 from systems.attention import available
+from systems.attention.fastest import fastest_flash
 from systems.bench.kernel_groups import group_times, kernels_of
 from systems.bench.points import GIB, Step, achieved, measure, surviving
 # The chapters read the recipes from here, beside what measures them.
@@ -314,7 +315,9 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     p.add_argument("--tokens", type=integer(1), default=2 * LEADERBOARD_2026.context_length)
     p.add_argument("--params", type=integer(1), default=10**9)
     p.add_argument("--layers", type=integer(1), nargs="+", default=[2], help="model: the depths; kernels: the first")
-    p.add_argument("--attention", nargs="+", default=["sdpa_cudnn", "flash_triton"], choices=available())
+    p.add_argument("--attention", nargs="+", default=["sdpa_cudnn", "flash"], choices=available(),
+                   help="block, model, kernels: our recipe's attentions (flash: our fastest on this GPU, named in the "
+                        "tables by the kernels it takes)")
     p.add_argument("--recompute", choices=(*RECOMPUTE, *FFN_KEPT), default="all", help="model: how our recipes "
                    "recompute each block (plain PyTorch's recomputes each whole); keep_attention_and_ffn, offload: "
                    "systems.offload")
@@ -328,6 +331,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     why = our_kernels_unavailable(local_device())
     if why:  # every part times our kernels beside PyTorch's
         p.error(why)
+    attentions = list(dict.fromkeys(fastest_flash(local_device()) if att == "flash" else att for att in a.attention))
     ours = Recipe(recompute=a.recompute, kept_groups=a.kept_groups)
     for flag, recipe in (("--kept-groups", ours), ("--stored-blocks", replace(ours, stored_groups=a.stored_blocks))):
         try:
@@ -342,9 +346,9 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     elif a.part == "adamw":
         df = adamw_step(a.params, rep=a.rep, warmup=warmup)
     elif a.part == "block":
-        df = block_step(a.attention, rep=a.rep, warmup=warmup)
+        df = block_step(attentions, rep=a.rep, warmup=warmup)
     else:
-        recipes = [replace(ours, attention=att, stored_groups=a.stored_blocks) for att in a.attention]
+        recipes = [replace(ours, attention=att, stored_groups=a.stored_blocks) for att in attentions]
         recipes.append(replace(PLAIN, stored_groups=a.stored_blocks))
         if a.part == "kernels":  # at the first depth given; a recipe that did not run says why
             kernels = step_kernels(a.layers[0], recipes)
