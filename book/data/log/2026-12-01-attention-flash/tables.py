@@ -35,6 +35,12 @@ for compiled in (False, True):
         print(f"   {a} / {b}: {statistics.median(times[a]) / statistics.median(times[b]):.3f} "
               f"(95 % interval {low:.3f} to {high:.3f})")
 
+print("\nThe one-GPU leaderboard command at its defaults, 2 blocks (run 4): recipe, ms, MFU")
+lines = (here / "run4_model2.txt").read_text().splitlines()
+for line in lines[1:]:
+    words = line.split()
+    print(f"  {' '.join(words[1:words.index('compiled') + 1]):<72} {float(words[-6]):8.1f} {float(words[-1]):.3f}")
+
 print("\nThe per-call floor, forward and backward, bf16, causal, wall µs a call (median of nine rounds of 300):")
 floor = [json.loads(line) for line in (here / "run3_floor.jsonl").read_text().splitlines() if line.strip()]
 for shape in dict.fromkeys(r["shape"] for r in floor):
