@@ -34,7 +34,7 @@ def fresh_choices(monkeypatch):
 def fake_gpu(monkeypatch, capability, hopper_why):
     """A GPU of ``capability`` visible, on which the Hopper kernels give ``hopper_why`` for not running (None: they
     run)."""
-    monkeypatch.setattr(fastest, "cuda_machine_unavailable", lambda device, runs_on: None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
     monkeypatch.setattr(hopper, "unavailable", lambda device: hopper_why)
 

@@ -123,6 +123,10 @@ def test_the_one_gpu_command_names_the_kernels_flash_takes_here(monkeypatch):
         parts.main(argv)
         assert [r.attention for r in asked][:-1] == (["sdpa_cudnn", "flash_hopper"] if argv == ["model"] else
                                                      ["flash_hopper", "sdpa"])  # the same kernels once
+    # a part without attention does not ask (on an H100 asking builds the Hopper kernels)
+    monkeypatch.setattr(parts, "fastest_flash", lambda device: pytest.fail("asked which attention flash takes"))
+    monkeypatch.setattr(parts, "adamw_step", lambda *a, **kw: pd.DataFrame())
+    parts.main(["adamw"])
 
 
 def test_the_commands_say_where_our_triton_kernels_cannot_run_before_starting(monkeypatch, capsys):

@@ -14,7 +14,7 @@ import warnings
 
 import torch
 
-from systems.attention.flash_cpp import cuda_machine_unavailable, hopper
+from systems.attention.flash_cpp import hopper
 from systems.attention.flash_triton import flash_attention_triton
 
 # device -> whether the Hopper kernels run on it: asked once (the first asking builds them), then read
@@ -26,7 +26,7 @@ def hopper_runs(device: torch.device) -> bool:
     """Whether ``flash`` takes the kernels written for Hopper on ``device``."""
     if device not in _HOPPER_RUNS:
         why = hopper.unavailable(device)
-        on_hopper = cuda_machine_unavailable(device, "") is None and \
+        on_hopper = device.type == "cuda" and torch.cuda.is_available() and \
             torch.cuda.get_device_capability(device) == hopper.HOPPER
         if why and on_hopper:
             warnings.warn(f"attention 'flash' takes the Triton kernel on {device}, since flash_hopper {why}",

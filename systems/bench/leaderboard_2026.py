@@ -331,7 +331,6 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     why = our_kernels_unavailable(local_device())
     if why:  # every part times our kernels beside PyTorch's
         p.error(why)
-    attentions = list(dict.fromkeys(fastest_flash(local_device()) if att == "flash" else att for att in a.attention))
     ours = Recipe(recompute=a.recompute, kept_groups=a.kept_groups)
     for flag, recipe in (("--kept-groups", ours), ("--stored-blocks", replace(ours, stored_groups=a.stored_blocks))):
         try:
@@ -345,12 +344,15 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
         df = head_chunks(a.tokens, rep=a.rep, warmup=warmup)
     elif a.part == "adamw":
         df = adamw_step(a.params, rep=a.rep, warmup=warmup)
-    elif a.part == "block":
-        df = block_step(attentions, rep=a.rep, warmup=warmup)
     else:
+        # flash named by the kernels it takes here (asking builds the Hopper ones: the parts above do not ask)
+        attentions = list(dict.fromkeys(fastest_flash(local_device()) if att == "flash" else att
+                                        for att in a.attention))
         recipes = [replace(ours, attention=att, stored_groups=a.stored_blocks) for att in attentions]
         recipes.append(replace(PLAIN, stored_groups=a.stored_blocks))
-        if a.part == "kernels":  # at the first depth given; a recipe that did not run says why
+        if a.part == "block":
+            df = block_step(attentions, rep=a.rep, warmup=warmup)
+        elif a.part == "kernels":  # at the first depth given; a recipe that did not run says why
             kernels = step_kernels(a.layers[0], recipes)
             df = pd.concat([group_times(kernels), kernels.loc[kernels.status != "ok", ["recipe", "status"]]])
         else:
