@@ -4,8 +4,10 @@ is to train rather than to compare kernels.
 On an sm_90 GPU (H100, H200) on which the kernels written for Hopper can be built, it is ``flash_hopper``, which
 itself sends the dtypes and head dims its kernels do not take to the Triton kernel; everywhere else it is the portable
 Triton kernel, ``flash_triton``. The choice is by device alone, not by shape: the Hopper forward and backward took less
-time than the Triton ones at every shape chapter 20 and the experiment log timed. A Hopper GPU on which the Hopper
-kernels cannot be built (no nvcc, a failed build) says why in one warning and runs the Triton kernel.
+time than the Triton ones at every shape chapter 20 and the experiment log timed, and a choice by length would guard
+a compiled graph on it. Only a call too small to keep the GPU busy is issued faster by the Triton kernels' C++ host
+path than by the Hopper node (the log has both floors). A Hopper GPU on which the Hopper kernels cannot be built (no
+nvcc, a failed build) says why in one warning and runs the Triton kernel.
 """
 
 from __future__ import annotations
