@@ -41,6 +41,17 @@ for line in lines[1:]:
     words = line.split()
     print(f"  {' '.join(words[1:words.index('compiled') + 1]):<72} {float(words[-6]):8.1f} {float(words[-1]):.3f}")
 
+print("\nThe small preset's eager step at short contexts, 8,192 tokens a step, 30 steps each interleaved (run 5); ms:")
+rows = [json.loads(line) for line in (here / "run5_short.jsonl").read_text().splitlines() if line.strip()]
+for context in (256, 512):
+    times = {r["attention"]: r["step_times_ms"] for r in rows if r["context_length"] == context}
+    print(f"  context {context}: " + ", ".join(f"{name} {statistics.median(t):.2f} ({min(t):.1f} to {max(t):.1f})"
+                                              for name, t in times.items()))
+    for a, b in (("flash_hopper", "flash_triton"), ("flash_hopper", "sdpa")):
+        low, high = bootstrap(times[a], times[b])
+        print(f"    {a} / {b}: {statistics.median(times[a]) / statistics.median(times[b]):.3f} "
+              f"(95 % interval {low:.3f} to {high:.3f})")
+
 print("\nThe per-call floor, forward and backward, bf16, causal, wall µs a call (median of nine rounds of 300):")
 floor = [json.loads(line) for line in (here / "run3_floor.jsonl").read_text().splitlines() if line.strip()]
 for shape in dict.fromkeys(r["shape"] for r in floor):
