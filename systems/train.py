@@ -52,6 +52,7 @@ from tqdm.auto import tqdm
 
 from systems import checkpoint, train_state
 from systems import dist as sdist
+from systems.attention import runs_as
 from systems.cli import HelpFormatter, add_arguments, build, dump_json, option
 from systems.data import TokenData
 from systems.device import is_oom, local_device, requested_device, timed
@@ -225,7 +226,7 @@ class _Run:
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
         self._log({"event": "start", "world_size": self.world, "start_step": self.start, "params": self.n_params,
-                   "config": asdict(cfg)})
+                   "attention_runs_as": runs_as(cfg.model.attention, self.device), "config": asdict(cfg)})
         bar = tqdm(range(self.start, cfg.max_steps), desc=f"train {cfg.wrapper}{' zero1' if cfg.zero1 else ''}",
                    disable=not (cfg.progress and self.rank == 0))
         saved = None

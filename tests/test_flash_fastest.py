@@ -16,7 +16,7 @@ import torch
 from flash_common import (DEVICE, TOL, check_against_reference, check_compiled_at_changing_lengths,
                           check_model_matches_naive, deterministic_algorithms, make_qkv)
 
-from systems.attention import fastest, get_attention, unavailable
+from systems.attention import fastest, get_attention, runs_as, unavailable
 from systems.attention.flash_cpp import hopper
 from systems.recompute import check_recompute
 
@@ -48,7 +48,7 @@ def test_the_name_is_registered_beside_the_kernels_it_chooses_between():
 def test_off_a_gpu_it_is_the_triton_kernel_and_says_nothing(fresh_choices):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert fastest.fastest_flash(torch.device("cpu")) == "flash_triton"
+        assert fastest.fastest_flash(torch.device("cpu")) == runs_as("flash", torch.device("cpu")) == "flash_triton"
     for dtype, d in ((torch.bfloat16, 64), (torch.float32, 64), (torch.float32, 200)):
         assert unavailable("flash", torch.device("cpu"), dtype, d) == \
             unavailable("flash_triton", torch.device("cpu"), dtype, d)
@@ -60,6 +60,7 @@ def test_a_hopper_gpu_takes_the_hopper_kernels(fresh_choices, monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert fastest.fastest_flash(GPU0) == "flash_hopper"
+    assert runs_as("flash", GPU0) == "flash_hopper" and runs_as("sdpa", GPU0) == "sdpa"
 
 
 @pytest.mark.parametrize("capability", [(8, 0), (10, 0)])

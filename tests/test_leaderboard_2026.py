@@ -117,14 +117,15 @@ def test_the_one_gpu_command_stores_the_same_last_blocks_in_every_recipe_and_ref
 def test_the_one_gpu_command_names_the_kernels_flash_takes_here(monkeypatch):
     asked = []
     monkeypatch.setattr(parts, "model_step", lambda layers, recipes, **kw: asked.extend(recipes) or pd.DataFrame())
-    monkeypatch.setattr(parts, "fastest_flash", lambda device: "flash_hopper")  # as on an H100
+    monkeypatch.setattr("systems.attention.fastest.fastest_flash", lambda device: "flash_hopper")  # as on an H100
     for argv in (["model"], ["model", "--attention", "flash", "flash_hopper", "sdpa"]):
         asked.clear()
         parts.main(argv)
         assert [r.attention for r in asked][:-1] == (["sdpa_cudnn", "flash_hopper"] if argv == ["model"] else
                                                      ["flash_hopper", "sdpa"])  # the same kernels once
     # a part without attention does not ask (on an H100 asking builds the Hopper kernels)
-    monkeypatch.setattr(parts, "fastest_flash", lambda device: pytest.fail("asked which attention flash takes"))
+    monkeypatch.setattr("systems.attention.fastest.fastest_flash",
+                        lambda device: pytest.fail("asked which attention flash takes"))
     monkeypatch.setattr(parts, "adamw_step", lambda *a, **kw: pd.DataFrame())
     parts.main(["adamw"])
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -240,9 +241,21 @@ def test_cli_tiny_run(tmp_path):
     assert "final loss" in out.stdout
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert lines[0]["event"] == "start" and lines[0]["config"]["zero1"] is True
+    assert lines[0]["attention_runs_as"] == lines[0]["config"]["model"]["attention"]  # not flash: itself
     assert [r["step"] for r in lines[1:]] == [0, 1, 2]
     assert all(math.isfinite(r["loss"]) and r["tokens_per_s"] > 0 for r in lines[1:])
     assert (tmp_path / "ckpt" / "step_000003.pt").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="off a GPU, where flash takes the Triton kernel")
+def test_a_run_with_attention_flash_logs_the_kernels_it_takes(tmp_path):
+    log = tmp_path / "log.jsonl"
+    argv = [sys.executable, "-m", "systems.train", "--max-steps", "1", "--no-progress", "--log-file", str(log),
+            "--attention", "flash", "--device", "cpu", *ARGV]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=120, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    start = json.loads(log.read_text().splitlines()[0])
+    assert start["config"]["model"]["attention"] == "flash" and start["attention_runs_as"] == "flash_triton"
 
 
 @pytest.mark.distributed

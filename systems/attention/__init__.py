@@ -71,6 +71,16 @@ def get_attention(name: str) -> AttentionFn:
     return getattr(importlib.import_module(module), attr)
 
 
+def runs_as(name: str, device: torch.device) -> str:
+    """The implementation attention ``name`` runs on ``device``: ``flash`` as the one it takes there (asking builds
+    the Hopper kernels on an H100 or H200), every other name as itself."""
+    if name != "flash":
+        return name
+    from systems.attention.fastest import fastest_flash
+
+    return fastest_flash(device)
+
+
 def unavailable(name: str, device: torch.device, dtype: torch.dtype, head_dim: int) -> str | None:
     """Why attention ``name`` cannot run on ``device`` for inputs of ``dtype`` and ``head_dim``, or None: what a run
     asks before it builds a model. Ours by their documented limits (the FlashAttention kernels take head dims 16..128;
@@ -80,10 +90,7 @@ def unavailable(name: str, device: torch.device, dtype: torch.dtype, head_dim: i
     ``device``); PyTorch's SDPA back ends by
     asking them to run once on a tiny input, so their own rules (dtypes, head dims, devices) answer."""
     get_attention(name)  # an unknown name is refused with the choices
-    if name == "flash":
-        from systems.attention.fastest import fastest_flash
-
-        name = fastest_flash(device)
+    name = runs_as(name, device)
     if name in ("flash_pytorch", "flash_triton", "flash_triton_python", "flash_cpp", "flash_cuda", "flash_hopper"):
         from systems.attention._checks import MAX_HEAD_DIM, MIN_HEAD_DIM
 

@@ -42,8 +42,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from systems.attention import available
-from systems.attention.fastest import fastest_flash
+from systems.attention import available, runs_as
 from systems.bench.kernel_groups import group_times, kernels_of
 from systems.bench.points import GIB, Step, achieved, measure, surviving
 # The chapters read the recipes from here, beside what measures them.
@@ -346,8 +345,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
         df = adamw_step(a.params, rep=a.rep, warmup=warmup)
     else:
         # flash named by the kernels it takes here (asking builds the Hopper ones: the parts above do not ask)
-        attentions = list(dict.fromkeys(fastest_flash(local_device()) if att == "flash" else att
-                                        for att in a.attention))
+        attentions = list(dict.fromkeys(runs_as(att, local_device()) for att in a.attention))
         recipes = [replace(ours, attention=att, stored_groups=a.stored_blocks) for att in attentions]
         recipes.append(replace(PLAIN, stored_groups=a.stored_blocks))
         if a.part == "block":
