@@ -31,3 +31,17 @@ for machine, folder, pattern in (("H200, d235feb", chapter, "hopper_model_steps_
     steps = steps.pivot_table(index=["size", "batch_size"], columns="attention", values="step_ms")
     print(f"compiled step at context 2048, ms, {machine}\n",
           steps.assign(ratio=steps.flash_hopper / steps.sdpa).round(3).to_string(), "\n")
+
+# The forward and the backward timed apart against the two timed as one call (the chapter's table and its
+# backward-alone table are separate measurements of the same run): the sum of the parts over the whole.
+table = pd.read_csv(chapter / "hopper_table.csv")
+table = table.assign(shape=table.batch.astype(str) + "×" + table.heads.astype(str) + "×" + table.n_q.astype(str)
+                     + "×" + table.d.astype(str))
+whole = table.pivot_table(index="shape", columns=["impl", "mode"], values="ms")
+parts = pd.DataFrame({name: whole[(impl, "fwd")] + backward[column]
+                      for name, impl, column in (("ours", "flash_hopper", cuda), ("cuDNN", "sdpa_cudnn", "SDPA cuDNN"))})
+print("forward + backward timed apart, over the two timed as one call\n",
+      pd.DataFrame({name: parts[name] / whole[(impl, "fwd_bwd")] for name, impl in
+                    (("ours", "flash_hopper"), ("cuDNN", "sdpa_cudnn"))}).round(3).to_string())
+print("ours as one call over cuDNN's parts timed apart\n",
+      (whole[("flash_hopper", "fwd_bwd")] / parts["cuDNN"]).round(3).to_string())
