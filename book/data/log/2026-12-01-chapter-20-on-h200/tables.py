@@ -8,14 +8,20 @@ here = Path(__file__).parent
 chapter = here.parents[1] / "20_flash_attention_hopper"
 
 
+def shapes(table):
+    """B×H×N×d of each row, as the backward's table names its shapes."""
+    return (table.batch.astype(str) + "×" + table.heads.astype(str) + "×" + table.n_q.astype(str) + "×"
+            + table.d.astype(str))
+
+
 def over_cudnn(table):
-    table = table.assign(shape=table.batch.astype(str) + "×" + table.heads.astype(str) + "×" + table.n_q.astype(str)
-                         + "×" + table.d.astype(str) + table.causal.map({True: "", False: " not causal"}))
+    table = table.assign(shape=shapes(table) + table.causal.map({True: "", False: " not causal"}))
     wide = table.pivot_table(index=["shape", "mode"], columns="impl", values="ms")
     return (wide.flash_hopper / wide.sdpa_cudnn).rename("flash_hopper / cuDNN")
 
 
-h200 = over_cudnn(pd.read_csv(chapter / "hopper_table.csv"))
+table = pd.read_csv(chapter / "hopper_table.csv")
+h200 = over_cudnn(table)
 h100 = over_cudnn(pd.read_csv(here / "h100-80252bd-hopper_table.csv"))
 print(pd.concat({"H200, d235feb": h200, "H100, 80252bd": h100}, axis=1).round(3).to_string(), "\n")
 
@@ -34,9 +40,7 @@ for machine, folder, pattern in (("H200, d235feb", chapter, "hopper_model_steps_
 
 # The forward and the backward timed apart against the two timed as one call (the chapter's table and its
 # backward-alone table are separate measurements of the same run): the sum of the parts over the whole.
-table = pd.read_csv(chapter / "hopper_table.csv")
-table = table.assign(shape=table.batch.astype(str) + "×" + table.heads.astype(str) + "×" + table.n_q.astype(str)
-                     + "×" + table.d.astype(str))
+table = table.assign(shape=shapes(table))
 whole = table.pivot_table(index="shape", columns=["impl", "mode"], values="ms")
 parts = pd.DataFrame({name: whole[(impl, "fwd")] + backward[column]
                       for name, impl, column in (("ours", "flash_hopper", cuda), ("cuDNN", "sdpa_cudnn", "SDPA cuDNN"))})
