@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# One H200, from the repository's root: the GPU tests of attention "flash" and flash_hopper, the fused kernels and
+# offloading (the first of the two calls that run every GPU test).
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+mkdir -p $OUT/r
+export TORCH_EXTENSIONS_DIR=/tmp/ext PYTHONPATH=/tmp/site:$PWD SYSTEMS_GIT_COMMIT=$(cat .gpu/commit)
+t0=$(date +%s)
+timeout 420 python3 -m pytest -m gpu tests/test_flash_fastest.py tests/test_flash_hopper_cuda.py tests/test_fused.py \
+  tests/test_offload.py -v --durations=15 -p no:cacheprovider > $OUT/r/pytest.log 2>&1
+echo "pytest rc=$? after $(( $(date +%s) - t0 )) s: $(tail -n1 $OUT/r/pytest.log)"
+tar -C $OUT -czf $OUT/r.tgz r && rm -rf $OUT/r
