@@ -1,8 +1,8 @@
 """FlashAttention-2 timed against the anchors over shapes: the §1.3.2 (e) sweep, rectangular shapes, the shapes
 people train with, and what the ratios say.
 
-Every measurement is ``triton.testing.do_bench`` (median of repetitions after warm-up, L2 flushed between
-them) of one of three modes: ``fwd`` (the forward with autograd recording, as in training), ``bwd`` (a
+Every measurement is ``triton.testing.do_bench`` (median of at least ten repetitions after warm-up, L2 flushed
+between them) of one of three modes: ``fwd`` (the forward with autograd recording, as in training), ``bwd`` (a
 retained graph's backward alone) and ``fwd_bwd``; with ``rounds``, the fastest of that many, taken in turn.
 Implementations go by the registry's names (:mod:`systems.attention`): ours (``flash_triton``, ``naive``) and
 PyTorch's (``sdpa_flash``, ``sdpa_cudnn``, ``flex``), compared in the same run. A back end that refuses an input
@@ -39,6 +39,7 @@ from systems.flops import attention_flops
 from systems.model import preset
 from systems.provenance import stamp
 
+MIN_REPS = 10  # the fewest calls a do_bench median is taken over
 UNSUPPORTED = "unsupported"
 NOT_RUN = "not run"
 MODES = ("fwd", "bwd", "fwd_bwd")
@@ -60,13 +61,23 @@ def attention(name: str, config=None) -> Callable:
     return get_attention(name)
 
 
-def make_timer(rep_ms: int = 20, warmup_ms: int = 5) -> Callable[[Callable, list], float]:
-    """Median ms of a call: do_bench on a GPU (gradients reset between calls), a few timed steps on a CPU."""
+def make_timer(rep_ms: int = 20, warmup_ms: int = 5, min_reps: int = MIN_REPS) -> Callable[[Callable, list], float]:
+    """Median ms of a call: do_bench on a GPU (gradients reset between calls), a few timed steps on a CPU.
+
+    do_bench repeats a call as many times as its estimate of one call fits into ``rep_ms``, and at least once: the
+    median of a call longer than ``rep_ms`` is one sample, which moves with the GPU's clocks (book/log.md,
+    2026-12-01). A call that got fewer than ``min_reps`` repetitions is timed again over ``min_reps`` calls' time."""
     if torch.cuda.is_available():
         import triton.testing
 
-        return lambda fn, grads: triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, grad_to_none=grads,
-                                                         return_mode="median")
+        def bench(fn: Callable, grads: list, rep: float) -> float:
+            return triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep, grad_to_none=grads, return_mode="median")
+
+        def timer(fn: Callable, grads: list) -> float:
+            ms = bench(fn, grads, rep_ms)
+            return ms if ms * min_reps <= rep_ms else bench(fn, grads, ms * min_reps)
+
+        return timer
     return lambda fn, grads: time_steps(fn, warmup=1, steps=3).median_ms
 
 
