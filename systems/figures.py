@@ -15,11 +15,27 @@ import pandas as pd
 import seaborn as sns
 
 
-def _done(fig, title: str | None = None):
+def _done(drawn, title: str | None = None):
+    """The figure of ``drawn`` (a figure, or a seaborn grid) with its title, laid out: a grid lays itself out, so
+    that its legend beside the panels keeps its room (a figure's own layout would widen the panels under it)."""
+    fig = drawn.figure if isinstance(drawn, sns.axisgrid.Grid) else drawn
     if title:
         fig.suptitle(title, y=1.03)
-    fig.tight_layout()
+    drawn.tight_layout()
     return fig
+
+
+def _legend_below(grid, ncol: int):
+    """``grid``'s legend moved under its panels, and the figure to lay out as a figure: the grid would keep the room
+    beside the panels where the legend was."""
+    sns.move_legend(grid, "upper center", bbox_to_anchor=(0.5, 0.02), ncol=ncol, title=None, frameon=False)
+    return grid.figure
+
+
+def _tick_label(value: float, binary: bool) -> str:
+    """A measured point's label: on an axis of powers of two, multiples of 1024 as K (32768 as 32K), so that ten
+    doublings fit under a panel."""
+    return f"{int(value) // 1024}K" if binary and value >= 1024 else format(value, "g")
 
 
 def pass_times(df: pd.DataFrame, title: str):
@@ -30,7 +46,7 @@ def pass_times(df: pd.DataFrame, title: str):
     grid = sns.catplot(data=long, x="size", y="ms", hue="pass", col="context_length", kind="bar", height=3.2,
                        order=list(dict.fromkeys(df["size"])))
     grid.set(yscale="log", ylabel="time per pass (ms)")
-    return _done(grid.figure, title)
+    return _done(grid, title)
 
 
 def warmup_steps(cold: pd.DataFrame, title: str):
@@ -51,9 +67,7 @@ def bars(df: pd.DataFrame, x: str, y: str, hue: str, col: str | None, ylabel: st
     if reference is not None:
         for ax in grid.axes.flat:
             ax.axhline(reference, color="grey", lw=1, ls="--")
-    if grid.legend is not None:
-        sns.move_legend(grid, "upper center", bbox_to_anchor=(0.5, 0.02), ncol=4, title=None, frameon=False)
-    return _done(grid.figure, title)
+    return _done(_legend_below(grid, 4) if grid.legend is not None else grid, title)
 
 
 def lines(df: pd.DataFrame, x: str, y: str, hue: str | None, title: str, xlabel: str, ylabel: str, style=None,
@@ -65,17 +79,16 @@ def lines(df: pd.DataFrame, x: str, y: str, hue: str | None, title: str, xlabel:
                        aspect=1.15, palette=palette if hue is not None else None)
     grid.set(xscale="log" if logx else "linear", yscale="log" if logy else "linear", xlabel=xlabel, ylabel=ylabel)
     values = sorted(df[x].dropna().unique())
+    binary = all(v >= 1 and float(v).is_integer() and int(v) & (int(v) - 1) == 0 for v in values)
     for ax in grid.axes.flat:
         if logx and len(values) <= 10:  # label the measured points, not decades whose minor labels run together
-            ax.set_xticks(values, [format(v, "g") for v in values])
+            ax.set_xticks(values, [_tick_label(v, binary) for v in values])
             ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         if reference is not None:
             ax.axhline(reference, color="grey", lw=1, ls="--")
     if spread is not None:
         grid.ax.errorbar(df[x], df[y], yerr=df[spread], fmt="none", ecolor="grey", elinewidth=1, capsize=3)
-    if legend_below:
-        sns.move_legend(grid, "upper center", bbox_to_anchor=(0.5, 0.02), ncol=3, title=None, frameon=False)
-    return _done(grid.figure, title)
+    return _done(_legend_below(grid, 3) if legend_below else grid, title)
 
 
 TIMELINE_SLICES = 1000  # about one per pixel of the figure's width

@@ -1,4 +1,5 @@
-"""The figures' drawing: what a timeline shades is the share of time its lanes are busy."""
+"""The figures' drawing: what a timeline shades is the share of time its lanes are busy; a line plot's legend
+and labels stay clear of its panels and of each other."""
 
 from __future__ import annotations
 
@@ -35,3 +36,35 @@ def test_a_lane_of_kernels_thinner_than_a_slice_is_shaded_by_its_busy_share():
     ax = figures.timeline(lane).axes[0]
     alphas = np.concatenate([c.get_facecolor()[:, 3] for c in ax.collections])
     assert np.allclose(alphas, 0.25, atol=0.01)
+
+
+def doublings(panels: int = 3) -> pd.DataFrame:
+    """A sweep's shape: ten sequence lengths from 128 to 64K, two implementations, a panel per mode."""
+    n = [2**i for i in range(7, 17)]
+    return pd.DataFrame([{"n": v, "tflops": RNG.uniform(1, 600), "impl": impl, "mode": mode}
+                         for v in n for impl in ("ours", "theirs") for mode in range(panels)])
+
+
+def test_a_legend_beside_the_panels_covers_none_of_them():
+    fig = figures.lines(doublings(), "n", "tflops", "impl", "title", "sequence length", "TFLOP/s", col="mode",
+                        logy=False)
+    fig.canvas.draw()
+    legend = fig.legends[0].get_window_extent(fig.canvas.get_renderer())
+    assert not any(legend.overlaps(ax.get_window_extent()) for ax in fig.axes)
+
+
+def test_ten_doublings_are_labelled_by_their_measured_points_without_running_together():
+    fig = figures.lines(doublings(), "n", "tflops", "impl", "title", "sequence length", "TFLOP/s", col="mode",
+                        logy=False)
+    fig.canvas.draw()
+    for ax in fig.axes:
+        labels = [t for t in ax.get_xticklabels() if t.get_text()]
+        assert [t.get_text() for t in labels] == ["128", "256", "512", "1K", "2K", "4K", "8K", "16K", "32K", "64K"]
+        boxes = [t.get_window_extent(fig.canvas.get_renderer()) for t in labels]
+        assert all(not a.overlaps(b) for a, b in zip(boxes, boxes[1:]))
+
+
+def test_points_that_are_not_doublings_keep_their_own_labels():
+    df = pd.DataFrame({"size": [1, 10, 100, 1000, 4096], "ms": RNG.uniform(1, 9, 5)})
+    fig = figures.lines(df, "size", "ms", None, "title", "MiB", "ms")
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["1", "10", "100", "1000", "4096"]
