@@ -11,7 +11,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from systems.attention.peers import sdpa_choice
 from systems import report
-from systems.bench import attention_steps, call_overhead, flash_sweep, leaderboard
+from systems.bench import attention_steps, call_overhead, flash_sweep, leaderboard, timing
 from systems.chapters import flash, flash_training, hopper
 from systems.model import TransformerLM
 
@@ -175,7 +175,7 @@ def test_a_call_longer_than_a_tenth_of_the_repetition_time_is_timed_again_over_t
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(triton.testing, "do_bench", fake_do_bench)
-    timer = flash_sweep.make_timer(rep_ms=20, warmup_ms=5)
+    timer = timing.make_timer(rep_ms=20, warmup_ms=5)
     assert [timer(lambda name=name: name, ["q"]) for name in call_ms] == list(call_ms.values())
     assert reps == [("short", 20), ("long", 20), ("long", 300.0), ("just_over", 20), ("just_over", 25.0)]
 

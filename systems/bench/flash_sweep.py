@@ -31,7 +31,7 @@ from systems.attention.peers import refused, sdpa_choice
 from systems.attention.reference import naive_attention
 from systems.bench.attention_steps import device_busy, interleaved, interleaved_apart, largest_batch
 from systems.bench.e2e import BenchConfig, bench_device, vary
-from systems.bench.timing import time_steps
+from systems.bench.timing import make_timer
 from systems.cli import dump_json, integer
 from systems.files import write_text_atomically
 from systems.device import OOM, free_memory, is_oom
@@ -39,7 +39,6 @@ from systems.flops import attention_flops
 from systems.model import preset
 from systems.provenance import stamp
 
-MIN_REPS = 10  # the fewest calls a do_bench median is taken over
 UNSUPPORTED = "unsupported"
 NOT_RUN = "not run"
 MODES = ("fwd", "bwd", "fwd_bwd")
@@ -59,26 +58,6 @@ def attention(name: str, config=None) -> Callable:
 
         return functools.partial(flash_attention_triton, config=config)
     return get_attention(name)
-
-
-def make_timer(rep_ms: int = 20, warmup_ms: int = 5, min_reps: int = MIN_REPS) -> Callable[[Callable, list], float]:
-    """Median ms of a call: do_bench on a GPU (gradients reset between calls), a few timed steps on a CPU.
-
-    do_bench repeats a call as many times as its estimate of one call fits into ``rep_ms``, and at least once: the
-    median of a call longer than ``rep_ms`` is one sample, which moves with the GPU's clocks (book/log.md,
-    2026-12-01). A call that got fewer than ``min_reps`` repetitions is timed again over ``min_reps`` calls' time."""
-    if torch.cuda.is_available():
-        import triton.testing
-
-        def bench(fn: Callable, grads: list, rep: float) -> float:
-            return triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep, grad_to_none=grads, return_mode="median")
-
-        def timer(fn: Callable, grads: list) -> float:
-            ms = bench(fn, grads, rep_ms)
-            return ms if ms * min_reps <= rep_ms else bench(fn, grads, ms * min_reps)
-
-        return timer
-    return lambda fn, grads: time_steps(fn, warmup=1, steps=3).median_ms
 
 
 def measure(fn: Callable, q, k, v, is_causal: bool, modes, timer) -> dict[str, float | str]:

@@ -3,7 +3,8 @@
 ``time_steps`` runs ``warmup`` untimed calls, then ``steps`` timed ones, each through
 :func:`systems.device.timed` (the device synchronised before and after, so the clock measures the GPU
 work and not only the kernel launches). ``summarize`` turns a list of times into the :class:`Timing`
-the tables show. ``handout_ms`` times a step as the handouts' leaderboards do (``triton.testing.do_bench``).
+the tables show. ``handout_ms`` times a step as the handouts' leaderboards do (``triton.testing.do_bench``), and
+``make_timer`` makes the attention sweeps' timer (do_bench's median of at least ``MIN_REPS`` calls).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any, Callable
 import torch
 
 from systems.device import synchronize, timed
+
+MIN_REPS = 10  # the fewest calls a do_bench median is taken over
 
 
 @dataclass
@@ -64,6 +67,26 @@ def time_steps(
             step()
         times.append(t.ms)
     return summarize(times, warmup)
+
+
+def make_timer(rep_ms: int = 20, warmup_ms: int = 5, min_reps: int = MIN_REPS) -> Callable[[Callable, list], float]:
+    """Median ms of a call: do_bench on a GPU (gradients reset between calls), a few timed steps on a CPU.
+
+    do_bench repeats a call as many times as its estimate of one call fits into ``rep_ms``, and at least once: the
+    median of a call longer than ``rep_ms`` is one sample, which moves with the GPU's clocks (book/log.md,
+    2026-12-01). A call that got fewer than ``min_reps`` repetitions is timed again over ``min_reps`` calls' time."""
+    if torch.cuda.is_available():
+        import triton.testing
+
+        def bench(fn: Callable, grads: list, rep: float) -> float:
+            return triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep, grad_to_none=grads, return_mode="median")
+
+        def timer(fn: Callable, grads: list) -> float:
+            ms = bench(fn, grads, rep_ms)
+            return ms if ms * min_reps <= rep_ms else bench(fn, grads, ms * min_reps)
+
+        return timer
+    return lambda fn, grads: time_steps(fn, warmup=1, steps=3).median_ms
 
 
 def handout_ms(step: Callable[[], Any], *, rep: int, warmup: int) -> float:
