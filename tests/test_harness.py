@@ -12,7 +12,7 @@ import torch
 from systems.attention import get_attention
 from systems.bench import attention_steps, e2e
 from systems.bench.e2e import BenchConfig, benchmark, sweep
-from systems.bench.timing import time_steps
+from systems.bench.timing import make_timer, time_steps
 from systems.device import EXPANDABLE_SEGMENTS, OOM, run_or_oom, use_expandable_segments
 from systems.flops import model_flops
 from systems.model import preset
@@ -33,6 +33,24 @@ def test_time_steps_runs_warmup_untimed():
 def test_time_steps_rejects_no_steps():
     with pytest.raises(ValueError, match="steps"):
         time_steps(lambda: None, warmup=0, steps=0)
+
+
+def test_a_call_longer_than_a_tenth_of_the_repetition_time_is_timed_again_over_ten_calls(monkeypatch):
+    import triton.testing
+
+    call_ms = {"short": 0.5, "long": 30.0, "just_over": 2.5}
+    reps = []
+
+    def fake_do_bench(fn, warmup, rep, grad_to_none, return_mode):
+        assert return_mode == "median" and grad_to_none == ["q"]
+        reps.append((fn(), rep))
+        return call_ms[fn()]
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(triton.testing, "do_bench", fake_do_bench)
+    timer = make_timer(rep_ms=20, warmup_ms=5)
+    assert [timer(lambda name=name: name, ["q"]) for name in call_ms] == list(call_ms.values())
+    assert reps == [("short", 20), ("long", 20), ("long", 300.0), ("just_over", 20), ("just_over", 25.0)]
 
 
 @pytest.mark.parametrize("mode,phases", [("forward", ["forward"]),
