@@ -279,11 +279,12 @@ def kernel_words(kernels: pd.DataFrame, steps: pd.DataFrame, ours: str, plain: s
 
 def ablation_table(steps: pd.DataFrame, full: str, memory: str) -> pd.DataFrame:
     """Each recipe's step against the recipe with every technique on (``full``, a label): time, its ratio, memory
-    (the column ``memory``, in GiB) and its difference."""
+    (the column ``memory``, in GiB) and its difference, to the MiB: the allocator's bytes apart from the same tensors
+    are not a difference to print as 1.9e-06 GiB."""
     base = steps.set_index("recipe").loc[full]
     out = steps[["recipe", "status", "ms", "mfu", memory]].copy()
     out["× all on"] = out.ms / base.ms
-    out["GiB − all on"] = out[memory] - base[memory]
+    out["GiB − all on"] = (out[memory] - base[memory]).round(3) + 0.0  # + 0.0: no -0.0
     return out
 
 
