@@ -183,6 +183,9 @@ figures.bars(blocks[blocks.status == "ok"].assign(mode=lambda d: d.compiled.map(
 # The whole model does not fit on one GPU, so the step runs with fewer blocks: the embedding, the head and the
 # loss at full size, the blocks as many as fit. Every step is the handout's (zero the gradients, forward and
 # loss, backward, AdamW), timed with `triton.testing.do_bench`, weights and gradients in bf16, each compiled anew.
+# `do_bench` repeats a step as often as it fits in the time of repetitions, which here is a tenth of the
+# handout's, and at least once; a step it would repeat fewer than three times is timed three times more and their
+# mean taken (`systems.bench.timing.handout_ms`), so that no time below is a single step.
 # Two recipes: ours ({glue:text}`lb_ours_recipe`: our attention, the fused loss, our AdamW, each block recomputed the
 # faster way the table above found, offloaded where that way keeps attention's output, as the next paragraph says)
 # and plain PyTorch's (SDPA's cuDNN attention, the unfused loss compiled with the model, PyTorch's fused AdamW, each

@@ -12,7 +12,8 @@ import torch
 from systems.attention import get_attention
 from systems.bench import attention_steps, e2e
 from systems.bench.e2e import BenchConfig, benchmark, sweep
-from systems.bench.timing import make_timer, time_steps
+from systems.bench import timing
+from systems.bench.timing import handout_ms, make_timer, time_steps
 from systems.device import EXPANDABLE_SEGMENTS, OOM, run_or_oom, use_expandable_segments
 from systems.flops import model_flops
 from systems.model import preset
@@ -51,6 +52,30 @@ def test_a_call_longer_than_a_tenth_of_the_repetition_time_is_timed_again_over_t
     timer = make_timer(rep_ms=20, warmup_ms=5)
     assert [timer(lambda name=name: name, ["q"]) for name in call_ms] == list(call_ms.values())
     assert reps == [("short", 20), ("long", 20), ("long", 300.0), ("just_over", 20), ("just_over", 25.0)]
+
+
+def test_a_step_longer_than_a_third_of_the_repetition_time_is_timed_three_times_more(monkeypatch):
+    import triton.testing
+
+    step_ms = {"short": 500.0, "long": 5500.0, "a_third": 1000.0, "just_over": 1000.5}
+    benched, timed = [], []
+
+    def fake_do_bench(fn, rep, warmup):
+        benched.append((fn(), rep, warmup))
+        return step_ms[fn()]
+
+    def fake_time_steps(fn, *, warmup, steps):
+        timed.append((fn(), warmup, steps))
+        return timing.summarize([step_ms[fn()] + 1.0 + i for i in range(steps)], warmup)
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(triton.testing, "do_bench", fake_do_bench)
+    monkeypatch.setattr(timing, "time_steps", fake_time_steps)
+    times = [handout_ms(lambda name=name: name, rep=3000, warmup=1000) for name in step_ms]
+    # do_bench's mean where it repeats a step three times or more; else the mean of three more timed steps
+    assert times == [500.0, 5502.0, 1000.0, 1002.5]
+    assert benched == [(name, 3000, 1000) for name in step_ms]
+    assert timed == [("long", 0, 3), ("just_over", 0, 3)]
 
 
 @pytest.mark.parametrize("mode,phases", [("forward", ["forward"]),

@@ -20,7 +20,8 @@ back end refuses "unsupported", and no numbers.
   (:func:`~systems.memory.checkpointing.kept_groups_that_fit`); :func:`step_at` one depth and recipe of it;
 * :func:`step_kernels`: where the step's time goes, kernel by kernel and group by group (matmuls, attention, ...).
 
-Times are ``triton.testing.do_bench`` means, as the handout's harness takes them (:func:`~systems.bench.timing.handout_ms`).
+Times are ``triton.testing.do_bench`` means, as the handout's harness takes them, of three steps at least
+(:func:`~systems.bench.timing.handout_ms`).
 FLOPs are :func:`systems.flops.step_flops`'s: causal attention's visible half, its backward 2.5× its forward.
 The command runs with the allocator's expandable segments (:func:`systems.device.use_expandable_segments`), as
 chapter 18 does.

@@ -3,7 +3,8 @@
 ``time_steps`` runs ``warmup`` untimed calls, then ``steps`` timed ones, each through
 :func:`systems.device.timed` (the device synchronised before and after, so the clock measures the GPU
 work and not only the kernel launches). ``summarize`` turns a list of times into the :class:`Timing`
-the tables show. ``handout_ms`` times a step as the handouts' leaderboards do (``triton.testing.do_bench``), and
+the tables show. ``handout_ms`` times a step as the handouts' leaderboards do (``triton.testing.do_bench``, a mean of at least
+``HANDOUT_MIN_REPS`` calls), and
 ``make_timer`` makes the attention sweeps' timer (do_bench's median of at least ``MIN_REPS`` calls).
 """
 
@@ -18,6 +19,7 @@ import torch
 from systems.device import synchronize, timed
 
 MIN_REPS = 10  # the fewest calls a do_bench median is taken over
+HANDOUT_MIN_REPS = 3  # the fewest calls a handout_ms mean is taken over
 
 
 @dataclass
@@ -89,13 +91,19 @@ def make_timer(rep_ms: int = 20, warmup_ms: int = 5, min_reps: int = MIN_REPS) -
     return lambda fn, grads: time_steps(fn, warmup=1, steps=3).median_ms
 
 
-def handout_ms(step: Callable[[], Any], *, rep: int, warmup: int) -> float:
+def handout_ms(step: Callable[[], Any], *, rep: int, warmup: int, min_reps: int = HANDOUT_MIN_REPS) -> float:
     """ms of one call of ``step`` as the handouts' leaderboards time it: ``triton.testing.do_bench`` (its mean over
-    ``rep`` ms of calls after ``warmup`` ms) on a GPU; on a CPU, for smoke runs, the median of two timed calls."""
+    ``rep`` ms of calls after ``warmup`` ms) on a GPU; on a CPU, for smoke runs, the median of two timed calls.
+
+    do_bench repeats a call as many times as its estimate fits into ``rep`` ms, and at least once: a call longer than
+    ``rep / min_reps`` (a model step of several seconds, with ``rep`` shortened from the handout's 30 s) is then
+    timed ``min_reps`` times more, warmed up by do_bench's calls, and their mean returned, so that the time is not
+    one sample."""
     if torch.cuda.is_available():
         import triton.testing
 
-        return triton.testing.do_bench(step, rep=rep, warmup=warmup)
+        ms = triton.testing.do_bench(step, rep=rep, warmup=warmup)
+        return ms if ms * min_reps <= rep else time_steps(step, warmup=0, steps=min_reps).mean_ms
     return time_steps(step, warmup=1, steps=2).median_ms
 
 
