@@ -42,3 +42,8 @@ fastest = timer.groupby(["shape", "impl"])[["do_bench_ms", "make_timer_ms"]].min
 for column in ("do_bench_ms", "make_timer_ms"):
     print(f"flash_hopper / cuDNN, fastest round of {column}\n",
           (fastest[column].flash_hopper / fastest[column].sdpa_cudnn).round(4).to_string(), "\n")
+
+print("handout_ms on the GPU (run 6): what do_bench and the three more timed steps returned, ours then plain")
+for line in (here / "run6_handout.txt").read_text().splitlines():
+    if line.startswith(("do_bench", "time_steps")):
+        print(" ", line)
