@@ -11,7 +11,10 @@ run while group i's backward computes; a tensor not brought back ahead is copied
 compiled region's saved tensors when the region has run, and an eager checkpoint keeps what it saves out of
 autograd's reach, so :func:`run_groups_keeping_ffn` compiles each checkpointed group by itself and runs the hooks
 around it, outside the compiled graphs: what ``recompute="offload"`` does in
-:class:`systems.model.TransformerLM`, and, without the hooks, ``recompute="keep_attention_and_ffn"``.
+:class:`systems.model.TransformerLM`, and, without the hooks, ``recompute="keep_attention_and_ffn"``. Blocks that
+are units of PyTorch's FSDP2 (``fully_shard`` on each) are groups of one, each called as a module so that FSDP2's
+gathers and reductions run in its hooks, between the graphs, and its forward replaced for the call by the compiled,
+checkpointed one.
 Each group keeps attention's outputs and the feed-forward's two products W1 x and W3 x
 (:func:`systems.recompute.keep_attention_and_ffn`), so its backward recomputes the projections to q, k, v and the
 output only; every tensor a group saves that is at least as large as its input goes to host memory, but in the last
@@ -33,6 +36,7 @@ from typing import Iterator
 
 import torch
 import torch.nn as nn
+from torch.distributed.fsdp import FSDPModule
 from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
 
 from systems.recompute import checkpointed_groups, keep_attention_and_ffn, run_blocks
@@ -163,24 +167,71 @@ def run_groups_keeping_ffn(blocks: nn.ModuleList, x: torch.Tensor, group_blocks:
                            offload: ActivationOffload | None) -> torch.Tensor:
     """The blocks in checkpointed groups of ``group_blocks``, each compiled by itself, keeping attention's outputs
     and the feed-forward's products: on the GPU where ``offload`` is None, else what each group but the last saves
-    that is as large as its input in host memory (``offload``'s hooks)."""
+    that is as large as its input in host memory (``offload``'s hooks). FSDP2's blocks run one a group, through
+    their hooks (:func:`check_compiled_groups`)."""
     ffn = blocks[0].ffn.w1.weight  # (d_ff, d_model): the products kept are those multiplying by its transpose
-    compiled = _compiled_group((ffn.shape[1], ffn.shape[0]))
+    ffn_shape = (ffn.shape[1], ffn.shape[0])  # (FSDP2's sharded weight gives the whole weight's shape)
+    sharded = check_compiled_groups(blocks, group_blocks)
     groups = checkpointed_groups(len(blocks), group_blocks)
     for group, start in enumerate(range(0, len(blocks), group_blocks)):
         moved = x.numel() if group < groups - 1 else float("inf")
         with offload.group(group, moved) if offload is not None else contextlib.nullcontext():
-            x = compiled(blocks[start:start + group_blocks], x)
+            if sharded:
+                x = _through_hooks(blocks[start], _compiled(ffn_shape, _block_forward), x)
+            else:
+                x = _compiled(ffn_shape, _group_forward)(blocks[start:start + group_blocks], x)
     return x
 
 
+def check_compiled_groups(blocks: nn.ModuleList, group_blocks: int) -> bool:
+    """Whether the blocks are FSDP2's units, each then a group of its own; a ValueError naming the problem where a
+    group could not be compiled whole: blocks that are FSDP2's units taken several a group, or a hook that
+    torch.compile does not trace (the weight gathers of our FSDP, FSDP2's inside a block) inside a group, which would
+    break its graph and run it eagerly, keeping what it saves out of the offloading hooks' reach."""
+    units = [isinstance(block, FSDPModule) for block in blocks]
+    sharded = any(units)
+    if sharded and (not all(units) or group_blocks != 1):
+        raise ValueError(f"blocks sharded by FSDP2 run one a group, between its gathers: checkpoint each block by "
+                         f"itself (checkpoint_blocks=1, got {group_blocks}), every block a unit of fully_shard "
+                         f"({sum(units)} of {len(units)} are)")
+    for i, block in enumerate(blocks):
+        for name, module in block.named_modules(prefix=f"block {i}"):
+            untraced = [hook for hook in (*module._forward_pre_hooks.values(), *module._forward_hooks.values())
+                        if getattr(hook, "_torchdynamo_disable", False)]
+            if untraced and not (sharded and module is block):
+                raise ValueError(f"{name} has forward hooks that torch.compile does not trace (a sharding "
+                                 f"wrapper's weight gathers, such as systems.fsdp's): inside a compiled group they "
+                                 f"would run it eagerly, where nothing it keeps reaches the offloading hooks; shard "
+                                 f"with FSDP2, each block a unit, or recompute another way")
+    return sharded
+
+
+def _through_hooks(block: nn.Module, forward, x: torch.Tensor) -> torch.Tensor:
+    """``block(x)`` with ``forward(block, x)`` in place of its own forward for the call: its hooks (FSDP2's gathers
+    before, its reductions set up after) run around it, eagerly."""
+    block.forward = functools.partial(forward, block)
+    try:
+        return block(x)
+    finally:
+        del block.forward
+
+
 @functools.cache
-def _compiled_group(ffn_shape: tuple[int, int]):
-    """The compiled checkpointed group for a feed-forward of ``ffn_shape``, made once, not at every forward."""
-    return torch.compile(functools.partial(_checkpointed_group, ffn_shape))
+def _compiled(ffn_shape: tuple[int, int], run):
+    """``run`` (a group's forward or a block's) checkpointed keeping what the policy keeps for a feed-forward of
+    ``ffn_shape``, compiled once for the pair, not at every forward."""
+    return torch.compile(functools.partial(_checkpointed, ffn_shape, run))
 
 
-def _checkpointed_group(ffn_shape: tuple[int, int], blocks: nn.ModuleList, x: torch.Tensor) -> torch.Tensor:
+def _checkpointed(ffn_shape: tuple[int, int], run, *args) -> torch.Tensor:
     policy = functools.partial(keep_attention_and_ffn, ffn_shape)
-    return checkpoint(run_blocks, blocks, x, (), use_reentrant=False,
+    return checkpoint(run, *args, use_reentrant=False,
                       context_fn=functools.partial(create_selective_checkpoint_contexts, policy))
+
+
+def _group_forward(blocks: nn.ModuleList, x: torch.Tensor) -> torch.Tensor:
+    return run_blocks(blocks, x, ())
+
+
+def _block_forward(block: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return type(block).forward(block, x)  # the class's forward: the instance's is the compiled call of this

@@ -88,7 +88,7 @@ class TrainConfig:
                             "attention's output, attention's outputs and the feed-forward's products kept, each group "
                             "compiled: on the GPU ('keep_attention_and_ffn') or in host memory ('offload', faster "
                             "only where a group's forward outlasts its copies, as at long contexts); neither with "
-                            "fsdp or fsdp2", default="all", choices=MODEL_RECOMPUTE)
+                            "fsdp, and with fsdp2 in groups of one block", default="all", choices=MODEL_RECOMPUTE)
     kept_groups: int | None = option("with keep_attention, keep attention's outputs in this many checkpointed "
                                      "groups (the first) and recompute the others whole (None: in every group)",
                                      default=None)

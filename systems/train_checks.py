@@ -73,10 +73,13 @@ def check_settings(cfg: Any) -> None:
         raise ValueError(f"--zero1 shards the optimizer state, which --wrapper {cfg.wrapper} shards already")
     check_checkpointing((cfg.checkpoint_blocks,) if cfg.checkpoint_blocks else (), cfg.recompute, cfg.kept_groups,
                         cfg.stored_groups, cfg.model.num_layers, cfg.model.attention if cfg.checkpoint_blocks else None)
-    if cfg.recompute in FFN_KEPT and cfg.wrapper in SHARDED:
-        raise ValueError(f"--recompute {cfg.recompute} compiles each checkpointed group by itself, and --wrapper "
-                         f"{cfg.wrapper} gathers each block's weights in hooks that would run inside the graphs: "
-                         f"use --recompute keep_attention with {cfg.wrapper}")
+    if cfg.recompute in FFN_KEPT and cfg.wrapper == "fsdp":
+        raise ValueError(f"--recompute {cfg.recompute} compiles each checkpointed group by itself, and --wrapper fsdp "
+                         f"gathers each layer's weight in hooks inside the blocks, which would run the groups "
+                         f"eagerly: use --wrapper fsdp2, or --recompute keep_attention with fsdp")
+    if cfg.recompute in FFN_KEPT and cfg.wrapper == "fsdp2" and cfg.checkpoint_blocks != 1:
+        raise ValueError(f"--recompute {cfg.recompute} with --wrapper fsdp2 runs each block as a group of its own, "
+                         f"between FSDP2's gathers: give --checkpoint-blocks 1, got {cfg.checkpoint_blocks}")
 
 
 def writable_folder(path: Path, what: str) -> None:

@@ -97,6 +97,18 @@ def test_stored_blocks_the_model_does_not_checkpoint_are_refused_before_any_proc
     assert run.returncode == 2 and "--stored-blocks: " in run.stderr and words in run.stderr
 
 
+@pytest.mark.parametrize("args, words", [(["--sharding", "fsdp2", "fsdp"], "our FSDP gathers each layer's weight"),
+                                         (["--sharding", "fsdp2"], "on GPUs only")])
+@pytest.mark.parametrize("recompute", ["offload", "keep_attention_and_ffn"])
+def test_keeping_the_ffn_is_refused_with_our_fsdp_and_without_a_gpu_before_any_process_starts(
+        recompute, args, words, monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the command's recipes uncompiled, as on a CPU
+    with pytest.raises(SystemExit) as stopped:
+        whole.main(["--toy", "--recompute", recompute, *args])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and f"--recompute {recompute}" in err and words in err, err
+
+
 def test_the_one_gpu_command_stores_the_same_last_blocks_in_every_recipe_and_refuses_counts_that_do_not_fit(
         monkeypatch, capsys):
     asked = []

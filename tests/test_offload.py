@@ -1,7 +1,8 @@
 """recompute="offload" (systems.offload): the same loss and gradients as the model without checkpointing; what each
 group moves to host memory, counted tensor by tensor; a sequence length that changes, and no gradients; each group
-brought back while the backward of the group after it runs; checkpointing it does not run refused; a backward
-stopped by an error. On a CPU the copies stay in host memory; the GPU tests move them across."""
+brought back while the backward of the group after it runs; under FSDP2 (two processes, gloo), the gradients of
+the unsharded model over both ranks' data; checkpointing it does not run refused; a backward stopped by an error.
+On a CPU the copies stay in host memory; the GPU tests move them across."""
 
 from dataclasses import replace
 
@@ -9,6 +10,7 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
+from systems.dist import launch
 from systems.model import LEADERBOARD_2026, TransformerLM
 from systems.offload import ActivationOffload, run_groups_keeping_ffn
 
@@ -44,6 +46,11 @@ def _assert_same_step(plain, moving, tokens):
                                    msg=lambda m, name=name: f"{name}: {m}")
 
 
+def _moved_per_group(cfg, tokens_n: int, itemsize: int, group_blocks: int) -> int:
+    """What a group but the last moves: its input, and per block attention's output, W1 x and W3 x."""
+    return itemsize * tokens_n * (cfg.d_model * (1 + group_blocks) + 2 * group_blocks * cfg.d_ff)
+
+
 @pytest.mark.parametrize("layers, group_blocks", [(3, 1), (4, 2)])
 def test_offload_gives_the_loss_and_gradients_of_the_model_without_checkpointing(layers, group_blocks):
     cfg = replace(TOY, num_layers=layers)
@@ -53,9 +60,7 @@ def test_offload_gives_the_loss_and_gradients_of_the_model_without_checkpointing
     counters.clear()
     _assert_same_step(plain, moving, tokens)
     assert counters["stats"]["unique_graphs"] == 1  # one compiled graph serves every group
-    # every group but the last moves its input, and per block attention's output, W1 x and W3 x
-    tokens_n, itemsize = tokens.numel(), torch.finfo(torch.float64).bits // 8
-    per_group = itemsize * tokens_n * (cfg.d_model * (1 + group_blocks) + 2 * group_blocks * cfg.d_ff)
+    per_group = _moved_per_group(cfg, tokens.numel(), torch.finfo(torch.float64).bits // 8, group_blocks)
     groups = -(-layers // group_blocks)
     assert moving.offload.moved_bytes == {g: per_group if g < groups - 1 else 0 for g in range(groups)}
 
@@ -104,6 +109,62 @@ def test_offload_brings_each_group_back_while_the_backward_of_the_next_runs(monk
     for g in range(3):  # groups 0 to 2 moved; group 3 kept
         assert first[("unpack", g + 1)] < first[("load", g)] < first[("unpack", g)], order
     assert ("load", 3) not in first
+
+
+def under_fsdp2(rank: int, world: int) -> dict:
+    """Each recompute keeping the feed-forward's products, its blocks FSDP2's units, against the unsharded model
+    over both ranks' tokens (the mean of the two losses' gradients), two steps; then what is refused: FSDP2's blocks
+    two a group, and our FSDP's hooks inside the groups."""
+    from systems.fsdp import FSDP
+    from systems.fsdp.torch_fsdp import TorchFSDP
+
+    out = {}
+    for recompute in ("offload", "keep_attention_and_ffn"):
+        torch.manual_seed(0)  # the same weights on both ranks
+        plain = TransformerLM(TOY).double()
+        sharded = TransformerLM(TOY, checkpoint_blocks=1, recompute=recompute).double()
+        sharded.load_state_dict(plain.state_dict())
+        wrapped = TorchFSDP(sharded)
+        torch._dynamo.reset()
+        counters.clear()
+        worst, losses = 0.0, []
+        for step in range(2):  # the second runs what the first compiled
+            batches = [torch.randint(0, TOY.vocab_size, (2, TOY.context_length),
+                                     generator=torch.Generator().manual_seed(10 * step + r)) for r in range(world)]
+            plain.zero_grad(set_to_none=True)
+            wrapped.zero_grad(set_to_none=True)
+            sum(plain(t, t.roll(1, dims=1)) for t in batches).div(world).backward()
+            loss = wrapped(batches[rank], batches[rank].roll(1, dims=1))
+            loss.backward()
+            losses.append((loss.item(), plain(batches[rank], batches[rank].roll(1, dims=1)).item()))
+            for p, q in zip(sharded.parameters(), plain.parameters()):
+                worst = max(worst, ((p.grad.full_tensor() - q.grad).abs().max() / q.grad.abs().max()).item())
+        out[recompute] = {"losses": losses, "worst": worst, "graphs": counters["stats"]["unique_graphs"],
+                          "moved": getattr(sharded.offload, "moved_bytes", None)}
+    tokens = torch.zeros(2, TOY.context_length, dtype=torch.long)
+    for name, model in (("fsdp2 groups of two", TorchFSDP(TransformerLM(TOY, checkpoint_blocks=2, recompute="offload"))),
+                        ("our fsdp", FSDP(TransformerLM(TOY, checkpoint_blocks=1, recompute="offload")))):
+        try:
+            model(tokens, tokens)
+            out[name] = "ran"
+        except ValueError as exc:
+            out[name] = str(exc)
+    return out
+
+
+@pytest.mark.distributed
+def test_under_fsdp2_each_block_is_a_compiled_group_with_the_unsharded_gradients_and_other_sharding_is_refused():
+    for rank in launch(under_fsdp2, 2, backend="gloo", timeout_s=300):
+        for recompute in ("offload", "keep_attention_and_ffn"):
+            run = rank[recompute]
+            assert all(loss == pytest.approx(expected, rel=1e-9) for loss, expected in run["losses"]), run
+            # FSDP2 reduces the gradients in fp32 (TorchFSDP's policy): fp32's rounding, not float64's
+            assert run["worst"] < 1e-5, run
+            assert run["graphs"] == 1, run  # one graph for every block, compiled in the first step only
+        per_group = _moved_per_group(TOY, 2 * TOY.context_length, 8, 1)
+        assert rank["offload"]["moved"] == {0: per_group, 1: per_group, 2: 0}  # what it moves unsharded
+        assert "checkpoint each block by itself (checkpoint_blocks=1, got 2)" in rank["fsdp2 groups of two"]
+        assert "forward hooks that torch.compile does not trace" in rank["our fsdp"]
 
 
 @pytest.mark.parametrize("recompute", ["offload", "keep_attention_and_ffn"])

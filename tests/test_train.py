@@ -44,6 +44,8 @@ VARIANTS = {  # name -> settings of the 2-process run; the reference is the same
     "fsdp2": dict(wrapper="fsdp2", grad_accum=2),
     # offloading's compiled groups under DDP, no_sync on the first micro-batch
     "torch_offload": dict(wrapper="torch", grad_accum=2, checkpoint_blocks=1, recompute="offload"),
+    # and under FSDP2, each block a group between its gathers
+    "fsdp2_offload": dict(wrapper="fsdp2", grad_accum=2, checkpoint_blocks=1, recompute="offload"),
     # compiled blocks: their gradients' hooks (ours), their weights gathered between the graphs (FSDP2)
     "bucketed_compiled": dict(wrapper="bucketed", compile=True, checkpoint_blocks=1, recompute="keep_attention"),
     "fsdp2_compiled": dict(wrapper="fsdp2", compile=True),
@@ -150,8 +152,8 @@ def test_compiled_blocks_follow_the_curve_of_the_eager_ones(settings):
 @pytest.mark.parametrize("settings, words", [
     (dict(recompute="offload"), "one block count > 0"),
     (dict(recompute="offload", checkpoint_blocks=1, stored_groups=1), "stored_groups"),
-    (dict(recompute="offload", checkpoint_blocks=1, wrapper="fsdp2"), "use --recompute keep_attention with fsdp2"),
-    (dict(recompute="keep_attention_and_ffn", checkpoint_blocks=1, wrapper="fsdp"), "keep_attention_and_ffn compiles"),
+    (dict(recompute="offload", checkpoint_blocks=2, wrapper="fsdp2"), "give --checkpoint-blocks 1, got 2"),
+    (dict(recompute="keep_attention_and_ffn", checkpoint_blocks=1, wrapper="fsdp"), "use --wrapper fsdp2"),
 ])
 def test_offload_refuses_what_it_does_not_run(settings, words):
     with pytest.raises(ValueError, match=words):

@@ -42,7 +42,7 @@ from systems.device import is_oom, local_device, synchronize, timed
 from systems.flops import mfu, step_flops
 from systems.model import LEADERBOARD_2026, ModelConfig
 from systems.parallel import TrainStep, wrap
-from systems.recompute import RECOMPUTE
+from systems.recompute import FFN_KEPT, RECOMPUTE
 
 SHARDINGS = ("fsdp2", "fsdp")
 # a model of the leaderboard's shape at a size two CPU processes run in seconds
@@ -158,9 +158,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p.add_argument("--plain", action="store_true", help="the plain-PyTorch recipe (SDPA cuDNN, unfused loss, "
                                                         "torch's fused AdamW) instead of ours (our fastest attention "
                                                         "here, the fused loss, our AdamW)")
-    p.add_argument("--recompute", choices=("none", *RECOMPUTE), default="all",
+    p.add_argument("--recompute", choices=("none", *RECOMPUTE, *FFN_KEPT), default="all",
                    help="how each block is recomputed in the backward (chapter 18's block table says which is faster "
-                        "for an attention)")
+                        "for an attention); keep_attention_and_ffn and offload (systems.offload) with --sharding "
+                        "fsdp2 and on GPUs only: each block a compiled group between FSDP2's gathers")
     p.add_argument("--stored-blocks", type=integer(0), default=0,
                    help="the last blocks run without recomputation, every activation stored (memory left over)")
     p.add_argument("--layers", type=integer(1), default=None, help="blocks of the model (default: all of them)")
@@ -175,6 +176,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     base = TOY if a.toy else LEADERBOARD_2026
     cfg = replace(base, num_layers=a.layers or base.num_layers)
     wanted = replace(PLAIN if a.plain else Recipe(), recompute=a.recompute, stored_groups=a.stored_blocks)
+    if a.recompute in FFN_KEPT and "fsdp" in a.sharding:
+        p.error(f"--recompute {a.recompute} compiles each block by itself, and our FSDP gathers each layer's weight "
+                f"inside the blocks, which would run them eagerly: use --sharding fsdp2")
+    if a.recompute in FFN_KEPT and not on_this_machine(wanted).compiled:
+        p.error(f"--recompute {a.recompute} runs each block compiled, which this command does on GPUs only")
     try:
         wanted.check(cfg.num_layers)
     except ValueError as exc:
