@@ -61,6 +61,15 @@ def listed(items) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
 
 
+def percent_against(value: float, mark: float, decimals: int = 1) -> str:
+    """A fraction as a percent with as many decimals as it takes for a value below ``mark`` not to read as the
+    mark or above it (54.98%, not 55.0%); ``decimals`` where it does not."""
+    for places in range(decimals, 5):
+        if value >= mark or round(value * 100, places) < round(mark * 100, places):
+            break
+    return f"{value:.{places}%}"
+
+
 def times(ratio: float, above: str = "slower", below: str = "faster", digits: int = 3) -> str:
     """A time ratio (ours / theirs) in words: "1.43× slower" above 1, "2.1× faster" (1/ratio) below it; within 1%
     of 1 in percent ("0.41% slower"), where "1× faster" would say nothing."""

@@ -266,6 +266,8 @@ def test_the_ablation_words_name_the_fastest_recomputing_recipe():
         "faster than ours with every technique on.")
     assert words.ablation_words(steps[steps.recipe != "cudnn"], "all on", "plain").startswith(
         "Of the variants that recompute their blocks, ours with every technique on is the fastest, at an MFU of 50%")
+    just_short = steps.assign(mfu=[0.5, 0.546, 0.6, math.nan, 0.5])  # not rounded up to 55 %
+    assert "the fastest is “cudnn”, at an MFU of 54.6%:" in words.ablation_words(just_short, "all on", "plain")
 
 
 def test_the_ablation_words_say_what_each_swap_did_and_which_did_not_run():
@@ -560,6 +562,11 @@ def test_the_kernel_words_give_the_shares_and_what_the_mfu_mark_asks_of_each_blo
     # 4800 ms at 52 % is 4538 ms at 55 %: 262 ms less in 16 blocks, 16.4 a block, 14 % of 120
     assert said.endswith("At 16 blocks, the deepest it ran, our step reached 52.0% MFU; 55% would need 16.4 ms less "
                          "a block, 14% of what its attention takes a block here.")
+    # just short of the mark: the MFU does not read as 55.0%, the share not as 0%
+    near = pd.DataFrame([{"recipe": ours, "layers": 20, "status": "ok", "ms": 5639.0, "mfu": 0.5498}])
+    assert words.kernel_words(kernels, near, ours, plain).endswith(
+        "our step reached 54.98% MFU; 55% would need 0.103 ms less a block, 0.085% of what its attention takes a "
+        "block here.")
     table = words.kernel_group_table(kernels, ours, plain)
     assert table.group.tolist()[0] == "matmuls" and table["ours, percent"].sum() == pytest.approx(100.0)
     assert table.loc[table.group == "optimizer", "ours, ms"].item() == 0.0

@@ -1,7 +1,8 @@
 """recompute="offload" (systems.offload): the same loss and gradients as the model without checkpointing; what each
 group moves to host memory, counted tensor by tensor; a sequence length that changes, and no gradients; each group
 brought back while the backward of the group after it runs; under FSDP2 (two processes, gloo), the gradients of
-the unsharded model over both ranks' data; checkpointing it does not run refused; a backward stopped by an error.
+the unsharded model over both ranks' data, and on one GPU those of the model without checkpointing; checkpointing it
+does not run refused; a backward stopped by an error.
 On a CPU the copies stay in host memory; the GPU tests move them across."""
 
 from dataclasses import replace
@@ -200,6 +201,51 @@ def test_gpu_offload_across_to_host_memory_gives_the_gradients_of_the_model_with
                                        atol=1e-4 * expected_grads[name].abs().max(),
                                        msg=lambda m, name=name: f"{name}: {m}")
     assert all(moving.offload.moved_bytes[g] > 0 for g in (0, 1)) and moving.offload.moved_bytes[2] == 0
+
+
+def under_fsdp2_on_a_gpu(rank: int, world: int) -> dict:
+    """Each recompute keeping the feed-forward's products under FSDP2 on this rank's GPU, its copies crossing to host
+    memory, against the model without checkpointing on the same tokens, two steps: the largest difference of a
+    gradient over that gradient's largest value, both losses, the graphs compiled and what each group moved."""
+    from systems.fsdp.torch_fsdp import TorchFSDP
+
+    cfg = replace(TOY, num_layers=3, d_model=256, d_ff=688, num_heads=4, context_length=512, vocab_size=1024)
+    out = {}
+    for recompute in ("offload", "keep_attention_and_ffn"):
+        torch.manual_seed(1234 + rank)  # the same weights on every rank (one here), fresh from the other tests'
+        plain = TransformerLM(cfg).cuda()
+        sharded = TransformerLM(cfg, checkpoint_blocks=1, recompute=recompute).cuda()
+        sharded.load_state_dict(plain.state_dict())
+        wrapped = TorchFSDP(sharded)
+        torch._dynamo.reset()
+        counters.clear()
+        worst, losses = 0.0, []
+        for _ in range(2):  # the second runs what the first compiled, in the pinned memory the first freed
+            tokens = torch.randint(0, cfg.vocab_size, (4, cfg.context_length), device="cuda")
+            plain.zero_grad(set_to_none=True)
+            wrapped.zero_grad(set_to_none=True)
+            expected = plain(tokens, tokens.roll(1, dims=1))
+            expected.backward()
+            loss = wrapped(tokens, tokens.roll(1, dims=1))
+            loss.backward()
+            losses.append((loss.item(), expected.item()))
+            for p, q in zip(sharded.parameters(), plain.parameters()):
+                worst = max(worst, ((p.grad.full_tensor() - q.grad).abs().max() / q.grad.abs().max()).item())
+        out[recompute] = {"losses": losses, "worst": worst, "graphs": counters["stats"]["unique_graphs"],
+                          "moved": dict(getattr(sharded.offload, "moved_bytes", {}) or {})}
+    return out
+
+
+@pytest.mark.gpu
+@GPU
+def test_gpu_under_fsdp2_each_block_a_compiled_group_gives_the_gradients_of_the_model_without_checkpointing():
+    (run,) = launch(under_fsdp2_on_a_gpu, 1, backend="nccl", timeout_s=300)
+    for recompute in ("offload", "keep_attention_and_ffn"):
+        got = run[recompute]
+        assert all(loss == pytest.approx(expected, rel=1e-4) for loss, expected in got["losses"]), got
+        assert got["worst"] < 1e-3, got  # fp32 on the GPU, compiled blocks against eager ones
+        assert got["graphs"] == 1, got
+    assert all(run["offload"]["moved"][g] > 0 for g in (0, 1)) and run["offload"]["moved"][2] == 0, run
 
 
 @pytest.mark.gpu

@@ -144,6 +144,12 @@ def test_time_ratios_in_words_say_something_near_one():
     assert report.times(0.99973) == "0.027% faster" and report.times(1.0041) == "0.41% slower"
     assert report.times(1.0) == "0% slower"
 
+
+@pytest.mark.parametrize("value, said", [(0.5498, "54.98%"), (0.54996, "54.996%"), (0.546, "54.6%"),
+                                         (0.55, "55.0%"), (0.5512, "55.1%"), (0.4752, "47.5%")])
+def test_a_percent_below_its_mark_never_reads_as_the_mark(value, said):
+    assert report.percent_against(value, 0.55) == said
+
 def test_prose_and_tables_show_wherever_they_are_called(monkeypatch):
     # not only as a cell's last expression: inside an `if`, or with code after them
     import IPython.display

@@ -18,9 +18,11 @@ from systems.bench.recipe import Recipe
 from systems.device import OOM
 from systems.flops import step_flops
 from systems.model import ModelConfig, parameter_count
-from systems.report import more_or_less, times
+from systems.report import fmt, more_or_less, percent_against, times
 from systems.scaling.leaderboard import MeasuredParts, memory_per_gpu, predicted_step
 from systems.scaling.simulate import Cluster
+
+MFU_MARK = 0.55  # the MFU the 2026 leaderboard's reduced-depth step is to reach on one GPU
 
 GIB, PFLOP = 2**30, 1e15
 CLASS_BEST_MS = 6199  # the Spring 2026 class leaderboard's best step, two B200s (published, not measured here)
@@ -227,7 +229,7 @@ def deepest(steps: pd.DataFrame, ours: str, plain: str) -> str:
                  f"{'every block' if more == n else more} ran out of memory),")
     said += f" takes {mine.ms:.4g} ms, {ratio_words(mine, theirs)} than the plain recipe's {theirs.ms:.4g} ms"
     if has(mine, "mfu") and has(theirs, "mfu"):
-        said += f", at an MFU of {mine.mfu:.1%} against {theirs.mfu:.1%}"  # a tenth: 54.6 % must not read as 55 %
+        said += f", at an MFU of {percent_against(mine.mfu, MFU_MARK)} against {theirs.mfu:.1%}"
     if has(mine, "extra_gib") and has(theirs, "extra_gib"):
         said += f", with {mine.extra_gib:.4g} GiB above what existed before the step against {theirs.extra_gib:.4g} GiB"
     return said + "."
@@ -246,7 +248,8 @@ def kernel_group_table(kernels: pd.DataFrame, ours: str, plain: str) -> pd.DataF
     return table.sort_values(table.columns[0], ascending=False).reset_index()
 
 
-def kernel_words(kernels: pd.DataFrame, steps: pd.DataFrame, ours: str, plain: str, mfu_mark: float = 0.55) -> str:
+def kernel_words(kernels: pd.DataFrame, steps: pd.DataFrame, ours: str, plain: str,
+                 mfu_mark: float = MFU_MARK) -> str:
     """What the kernels say of the two steps (the matmuls' and the attention's shares, the attention a block), and
     what ``mfu_mark`` would ask of our deepest step that ran, a block at a time and against its attention's time."""
     ran = kernels[kernels.status == "ok"]
@@ -272,9 +275,9 @@ def kernel_words(kernels: pd.DataFrame, steps: pd.DataFrame, ours: str, plain: s
     if last.mfu >= mfu_mark:
         return said + f" At {int(last.layers)} blocks, the deepest it ran, our step reached {last.mfu:.1%} MFU."
     less = (last.ms - last.ms * last.mfu / mfu_mark) / last.layers
-    return said + (f" At {int(last.layers)} blocks, the deepest it ran, our step reached {last.mfu:.1%} MFU; "
-                   f"{mfu_mark:.0%} would need {less:.3g} ms less a block, {less / (ms(ours, 'attention') / n):.0%} "
-                   f"of what its attention takes a block here.")
+    return said + (f" At {int(last.layers)} blocks, the deepest it ran, our step reached "
+                   f"{percent_against(last.mfu, mfu_mark)} MFU; {mfu_mark:.0%} would need {less:.3g} ms less a block, "
+                   f"{fmt(100 * less / (ms(ours, 'attention') / n), 2)}% of what its attention takes a block here.")
 
 
 def ablation_table(steps: pd.DataFrame, full: str, memory: str) -> pd.DataFrame:
@@ -300,7 +303,7 @@ def ablation_words(steps: pd.DataFrame, full: str, plain: str) -> str:
 
 def _fastest_words(steps: pd.DataFrame, ran: pd.DataFrame, full: str, plain: str) -> str:
     best = ran.loc[ran.ms.idxmin()]
-    mfu = f", at an MFU of {best.mfu:.0%}" if has(best, "mfu") else ""
+    mfu = f", at an MFU of {percent_against(best.mfu, MFU_MARK, decimals=0)}" if has(best, "mfu") else ""
     if best.recipe == plain:
         return (f"Of the variants that recompute their blocks, plain PyTorch's recipe is the fastest{mfu}, "
                 f"{ratio_words(best, row_where(steps, recipe=full))} than ours with every technique on.")
