@@ -112,36 +112,51 @@ def test_offload_brings_each_group_back_while_the_backward_of_the_next_runs(monk
     assert ("load", 3) not in first
 
 
+def _fsdp2_against_plain(cfg, recompute: str, to, batches, rank: int, world: int) -> dict:
+    """Two steps of the model keeping the feed-forward's products with ``recompute``, its blocks FSDP2's units,
+    against the unsharded model without checkpointing over every rank's tokens (the mean of their losses'
+    gradients): both losses of this rank's tokens, the largest difference of a gradient over that gradient's largest
+    value, the graphs compiled and what each group moved. ``to`` puts a model on its device and dtype,
+    ``batches(step)`` gives every rank's tokens of a step."""
+    from systems.fsdp.torch_fsdp import TorchFSDP
+
+    plain = to(TransformerLM(cfg))
+    sharded = to(TransformerLM(cfg, checkpoint_blocks=1, recompute=recompute))
+    sharded.load_state_dict(plain.state_dict())
+    wrapped = TorchFSDP(sharded)
+    torch._dynamo.reset()
+    counters.clear()
+    worst, losses = 0.0, []
+    for step in range(2):  # the second runs what the first compiled (on a GPU, in the pinned memory it freed)
+        every = batches(step)
+        plain.zero_grad(set_to_none=True)
+        wrapped.zero_grad(set_to_none=True)
+        sum(plain(t, t.roll(1, dims=1)) for t in every).div(world).backward()
+        mine = every[rank]
+        loss = wrapped(mine, mine.roll(1, dims=1))
+        loss.backward()
+        losses.append((loss.item(), plain(mine, mine.roll(1, dims=1)).item()))
+        for p, q in zip(sharded.parameters(), plain.parameters()):
+            worst = max(worst, ((p.grad.full_tensor() - q.grad).abs().max() / q.grad.abs().max()).item())
+    return {"losses": losses, "worst": worst, "graphs": counters["stats"]["unique_graphs"],
+            "moved": getattr(sharded.offload, "moved_bytes", None)}
+
+
 def under_fsdp2(rank: int, world: int) -> dict:
-    """Each recompute keeping the feed-forward's products, its blocks FSDP2's units, against the unsharded model
-    over both ranks' tokens (the mean of the two losses' gradients), two steps; then what is refused: FSDP2's blocks
-    two a group, and our FSDP's hooks inside the groups."""
+    """Each recompute keeping the feed-forward's products under FSDP2 against the unsharded model
+    (:func:`_fsdp2_against_plain`, float64); then what is refused: FSDP2's blocks two a group, and our FSDP's hooks
+    inside the groups."""
     from systems.fsdp import FSDP
     from systems.fsdp.torch_fsdp import TorchFSDP
+
+    def batches(step):
+        return [torch.randint(0, TOY.vocab_size, (2, TOY.context_length),
+                              generator=torch.Generator().manual_seed(10 * step + r)) for r in range(world)]
 
     out = {}
     for recompute in ("offload", "keep_attention_and_ffn"):
         torch.manual_seed(0)  # the same weights on both ranks
-        plain = TransformerLM(TOY).double()
-        sharded = TransformerLM(TOY, checkpoint_blocks=1, recompute=recompute).double()
-        sharded.load_state_dict(plain.state_dict())
-        wrapped = TorchFSDP(sharded)
-        torch._dynamo.reset()
-        counters.clear()
-        worst, losses = 0.0, []
-        for step in range(2):  # the second runs what the first compiled
-            batches = [torch.randint(0, TOY.vocab_size, (2, TOY.context_length),
-                                     generator=torch.Generator().manual_seed(10 * step + r)) for r in range(world)]
-            plain.zero_grad(set_to_none=True)
-            wrapped.zero_grad(set_to_none=True)
-            sum(plain(t, t.roll(1, dims=1)) for t in batches).div(world).backward()
-            loss = wrapped(batches[rank], batches[rank].roll(1, dims=1))
-            loss.backward()
-            losses.append((loss.item(), plain(batches[rank], batches[rank].roll(1, dims=1)).item()))
-            for p, q in zip(sharded.parameters(), plain.parameters()):
-                worst = max(worst, ((p.grad.full_tensor() - q.grad).abs().max() / q.grad.abs().max()).item())
-        out[recompute] = {"losses": losses, "worst": worst, "graphs": counters["stats"]["unique_graphs"],
-                          "moved": getattr(sharded.offload, "moved_bytes", None)}
+        out[recompute] = _fsdp2_against_plain(TOY, recompute, lambda m: m.double(), batches, rank, world)
     tokens = torch.zeros(2, TOY.context_length, dtype=torch.long)
     for name, model in (("fsdp2 groups of two", TorchFSDP(TransformerLM(TOY, checkpoint_blocks=2, recompute="offload"))),
                         ("our fsdp", FSDP(TransformerLM(TOY, checkpoint_blocks=1, recompute="offload")))):
@@ -204,35 +219,17 @@ def test_gpu_offload_across_to_host_memory_gives_the_gradients_of_the_model_with
 
 
 def under_fsdp2_on_a_gpu(rank: int, world: int) -> dict:
-    """Each recompute keeping the feed-forward's products under FSDP2 on this rank's GPU, its copies crossing to host
-    memory, against the model without checkpointing on the same tokens, two steps: the largest difference of a
-    gradient over that gradient's largest value, both losses, the graphs compiled and what each group moved."""
-    from systems.fsdp.torch_fsdp import TorchFSDP
-
+    """Each recompute keeping the feed-forward's products under FSDP2 on this rank's GPU, offloading's copies crossing
+    to host memory, against the model without checkpointing (:func:`_fsdp2_against_plain`, fp32)."""
     cfg = replace(TOY, num_layers=3, d_model=256, d_ff=688, num_heads=4, context_length=512, vocab_size=1024)
+
+    def batches(step):  # fresh tokens every step, for the one rank this runs on
+        return [torch.randint(0, cfg.vocab_size, (4, cfg.context_length), device="cuda")]
+
     out = {}
     for recompute in ("offload", "keep_attention_and_ffn"):
-        torch.manual_seed(1234 + rank)  # the same weights on every rank (one here), fresh from the other tests'
-        plain = TransformerLM(cfg).cuda()
-        sharded = TransformerLM(cfg, checkpoint_blocks=1, recompute=recompute).cuda()
-        sharded.load_state_dict(plain.state_dict())
-        wrapped = TorchFSDP(sharded)
-        torch._dynamo.reset()
-        counters.clear()
-        worst, losses = 0.0, []
-        for _ in range(2):  # the second runs what the first compiled, in the pinned memory the first freed
-            tokens = torch.randint(0, cfg.vocab_size, (4, cfg.context_length), device="cuda")
-            plain.zero_grad(set_to_none=True)
-            wrapped.zero_grad(set_to_none=True)
-            expected = plain(tokens, tokens.roll(1, dims=1))
-            expected.backward()
-            loss = wrapped(tokens, tokens.roll(1, dims=1))
-            loss.backward()
-            losses.append((loss.item(), expected.item()))
-            for p, q in zip(sharded.parameters(), plain.parameters()):
-                worst = max(worst, ((p.grad.full_tensor() - q.grad).abs().max() / q.grad.abs().max()).item())
-        out[recompute] = {"losses": losses, "worst": worst, "graphs": counters["stats"]["unique_graphs"],
-                          "moved": dict(getattr(sharded.offload, "moved_bytes", {}) or {})}
+        torch.seed()  # fresh weights
+        out[recompute] = _fsdp2_against_plain(cfg, recompute, lambda m: m.cuda(), batches, rank, world)
     return out
 
 
