@@ -1,0 +1,39 @@
+"""Every number of the log entry "Chapter 18 at eaa1625 on one H200, stopped": the model's step and the ablation's
+points as the stopped run recorded them (measured/, JSON records of systems.resumable), beside the chapter's
+published run at 3e91b5f."""
+import io
+import json
+from pathlib import Path
+
+import pandas as pd
+
+here = Path(__file__).parent
+chapter = here.parents[1] / "18_leaderboard_one_gpu"
+
+
+def recorded(name):
+    """The rows of a sweep's points as the stopped run recorded them."""
+    record = json.loads((here / "measured" / f"{name}.json").read_text())
+    return pd.concat([pd.read_json(io.StringIO(json.dumps(point["tables"][0])), orient="table")
+                      for point in record["points"]], ignore_index=True)
+
+
+def ours_and_plain(steps):
+    """ms by depth, ours (the recipe that starts with flash_hopper) and plain, and plain / ours."""
+    mine = steps.recipe.str.startswith("flash_hopper").map({True: "ours", False: "plain"})
+    wide = steps.assign(which=mine).pivot_table(index="layers", columns="which", values="ms")
+    return wide.assign(plain_over_ours=wide["plain"] / wide["ours"])
+
+
+now, published = recorded("model_step"), pd.read_csv(chapter / "model_step.csv")
+print("the model's step at eaa1625 (this run)\n", now[["layers", "recipe", "status", "ms", "mfu", "peak_gib"]]
+      .round(4).to_string(), "\n")
+both = pd.concat({"eaa1625": ours_and_plain(now), "3e91b5f": ours_and_plain(published)}, axis=1)
+print("ms and plain / ours, this run and the published one\n", both.round(3).to_string(), "\n")
+same = ours_and_plain(now)[["ours", "plain"]] / ours_and_plain(published)[["ours", "plain"]]
+print("eaa1625 / 3e91b5f, the same recipe's step\n", same.round(4).to_string(), "\n")
+ablation = pd.concat({"eaa1625": recorded("ablation"), "3e91b5f": pd.read_csv(chapter / "ablation.csv")},
+                     names=["run", "row"]).reset_index()
+ablation["against_all_on"] = ablation.ms / ablation.groupby("run").ms.transform("first") - 1
+print("the ablation at 2 blocks: this run's 4 points before it stopped, and the published run's\n",
+      ablation[["run", "recipe", "status", "ms", "against_all_on"]].round(4).to_string())
