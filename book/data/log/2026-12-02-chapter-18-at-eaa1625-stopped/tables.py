@@ -28,9 +28,10 @@ def ours_and_plain(steps):
 now, published = recorded("model_step"), pd.read_csv(chapter / "model_step.csv")
 print("the model's step at eaa1625 (this run)\n", now[["layers", "recipe", "status", "ms", "mfu", "peak_gib"]]
       .round(4).to_string(), "\n")
-both = pd.concat({"eaa1625": ours_and_plain(now), "3e91b5f": ours_and_plain(published)}, axis=1)
+wide_now, wide_published = ours_and_plain(now), ours_and_plain(published)
+both = pd.concat({"eaa1625": wide_now, "3e91b5f": wide_published}, axis=1)
 print("ms and plain / ours, this run and the published one\n", both.round(3).to_string(), "\n")
-same = ours_and_plain(now)[["ours", "plain"]] / ours_and_plain(published)[["ours", "plain"]]
+same = wide_now[["ours", "plain"]] / wide_published[["ours", "plain"]]
 print("eaa1625 / 3e91b5f, the same recipe's step\n", same.round(4).to_string(), "\n")
 ablation = pd.concat({"eaa1625": recorded("ablation"), "3e91b5f": pd.read_csv(chapter / "ablation.csv")},
                      names=["run", "row"]).reset_index()
