@@ -1,12 +1,16 @@
 # Chapter 20's forward+backward, flash_hopper against cuDNN, in its run at 4ccb651 (commit dab8d74) and at 80252bd
-# (commit 9e73938), from the chapter's hopper_table.csv at each; and its compiled steps at 80252bd.
-import io, subprocess
+# (commit 9e73938), from the chapter's hopper_table.csv at each; and its compiled steps at 80252bd. Run from anywhere
+# inside the repository.
+import io
 import pandas as pd
 
+from systems.provenance import file_at
+
+def published(commit, name):
+    return pd.read_csv(io.StringIO(file_at(commit, f"book/data/20_flash_attention_hopper/{name}")))
+
 def table_at(commit):
-    text = subprocess.run(["git", "show", f"{commit}:book/data/20_flash_attention_hopper/hopper_table.csv"],
-                          capture_output=True, text=True, check=True).stdout
-    t = pd.read_csv(io.StringIO(text))
+    t = published(commit, "hopper_table.csv")
     t = t[t["mode"] == "fwd_bwd"].pivot_table(index=["batch", "heads", "n_q", "d", "causal"], columns="impl", values="ms")
     return t.flash_hopper, t.flash_hopper / t.sdpa_cudnn
 
@@ -20,6 +24,6 @@ print()
 print("| size | batch | `sdpa` (ms) | `flash_hopper` (ms) | `flash_hopper` / `sdpa` |")
 print("|---|---:|---:|---:|---:|")
 for size in ["small", "medium", "large", "xl", "2.7B"]:
-    s = pd.read_csv(f"../../../data/20_flash_attention_hopper/hopper_model_steps_{size}.csv").set_index("attention")
+    s = published("9e73938", f"hopper_model_steps_{size}.csv").set_index("attention")
     print(f"| {size} | {s.batch_size.iloc[0]} | {s.step_ms['sdpa']:.1f} | {s.step_ms['flash_hopper']:.1f} | "
           f"{s.step_ms['flash_hopper'] / s.step_ms['sdpa']:.3f} |")
