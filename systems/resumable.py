@@ -175,6 +175,16 @@ def recorded(data_dir: Path) -> dict[str, dict[str, str]]:
     return out
 
 
+def recorded_result(record: str | Path) -> Any:
+    """What one record (a ``.measured/NAME.json`` file) holds, as a resumed run would read it back: the table or
+    tables of a call, the rows of the points a sweep finished (one table), or a plain value. For looking at what a
+    stopped run measured without running the chapter again."""
+    stored = json.loads(Path(record).read_text())
+    if "points" in stored:
+        return _joined([_decode(point) for point in stored["points"]])
+    return _decode(stored["result"])
+
+
 def read_back(before: dict[str, dict[str, str]], after: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
     """What a resumed run read back: the records left by the stopped run (``before``) that it kept (``after``),
     each as it was before, so a sweep counts the points it read back and not those it went on to measure."""

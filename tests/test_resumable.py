@@ -32,6 +32,8 @@ def test_a_recorded_call_is_read_back_exactly(tmp_path):
         pd.testing.assert_frame_equal(left.reset_index(drop=True), right.reset_index(drop=True))
         assert [type(x) for x in left.speedup] == [type(x) for x in right.speedup]
     assert (tmp_path / "a.csv").is_file() and (tmp_path / "b.csv").is_file()
+    for left, right in zip(first, resumable.recorded_result(tmp_path / ".measured" / "a.json")):
+        pd.testing.assert_frame_equal(left.reset_index(drop=True), right.reset_index(drop=True))
     resumable.measured(tmp_path, ("a", "b"), measure, 3, seed=seed + 1)  # another call: measured again
     assert measure.calls == 2
 
@@ -47,6 +49,7 @@ def test_an_edited_package_measures_again(tmp_path, monkeypatch):
 def test_values_that_are_not_tables_round_trip_and_names_must_match(tmp_path):
     value = {"first_call_s": 1.25, "autotune": {"fwd": {"chosen": ["64x64"]}}}
     assert resumable.measured(tmp_path, "cold", lambda: value) == value
+    assert resumable.recorded_result(tmp_path / ".measured" / "cold.json") == value
     assert resumable.measured(tmp_path, "cold", lambda: {"other": 1}) == {"other": 1}  # another function
     with pytest.raises(ValueError, match="2 tables measured, 1 names"):
         resumable.measured(tmp_path, "one", Counting(), 2)
@@ -81,6 +84,8 @@ def test_a_sweep_stopped_part_way_resumes_at_the_first_point_it_did_not_finish(t
         resumable.measured_sweep(tmp_path, "sweep", stopping, range(5), seed=seed)
     assert stopping.seen == [(0, 0), (1, 2), (2, 4), (3, 6)]
     assert "sweep" in resumable.recorded(tmp_path)
+    finished = resumable.measured_sweep(None, "sweep", StoppingOnce(), range(3), seed=seed)
+    pd.testing.assert_frame_equal(resumable.recorded_result(tmp_path / ".measured" / "sweep.json"), finished)
     resumed = resumable.measured_sweep(tmp_path, "sweep", stopping, range(5), seed=seed)
     assert stopping.seen[4:] == [(3, 6), (4, 8)]  # the three finished points read back, and given as earlier rows
     whole = resumable.measured_sweep(None, "sweep", StoppingOnce(), range(5), seed=seed)

@@ -3,12 +3,12 @@ points as the stopped run recorded them (measured/, JSON records of systems.resu
 published run at 3e91b5f, read from the commit that published it (6b97e39): the chapter's later runs replace its
 files. Run from anywhere inside the repository."""
 import io
-import json
 from pathlib import Path
 
 import pandas as pd
 
 from systems.provenance import file_at
+from systems.resumable import recorded_result
 
 here = Path(__file__).parent
 
@@ -20,9 +20,7 @@ def at_3e91b5f(name):
 
 def recorded(name):
     """The rows of a sweep's points as the stopped run recorded them."""
-    record = json.loads((here / "measured" / f"{name}.json").read_text())
-    return pd.concat([pd.read_json(io.StringIO(json.dumps(point["tables"][0])), orient="table")
-                      for point in record["points"]], ignore_index=True)
+    return recorded_result(here / "measured" / f"{name}.json")
 
 
 def ours_and_plain(steps):
