@@ -180,6 +180,8 @@ def recorded_result(record: str | Path) -> Any:
     tables of a call, the rows of the points a sweep finished (one table), or a plain value. For looking at what a
     stopped run measured without running the chapter again."""
     stored = json.loads(Path(record).read_text())
+    if not isinstance(stored, dict) or not {"points", "result"} & stored.keys():
+        raise ValueError(f"{record} is not a measurement record (no 'result' or 'points')")
     if "points" in stored:
         return _joined([_decode(point) for point in stored["points"]])
     return _decode(stored["result"])

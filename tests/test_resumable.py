@@ -50,6 +50,9 @@ def test_values_that_are_not_tables_round_trip_and_names_must_match(tmp_path):
     value = {"first_call_s": 1.25, "autotune": {"fwd": {"chosen": ["64x64"]}}}
     assert resumable.measured(tmp_path, "cold", lambda: value) == value
     assert resumable.recorded_result(tmp_path / ".measured" / "cold.json") == value
+    (tmp_path / "other.json").write_text('{"cold": 1}')
+    with pytest.raises(ValueError, match="other.json is not a measurement record"):
+        resumable.recorded_result(tmp_path / "other.json")
     assert resumable.measured(tmp_path, "cold", lambda: {"other": 1}) == {"other": 1}  # another function
     with pytest.raises(ValueError, match="2 tables measured, 1 names"):
         resumable.measured(tmp_path, "one", Counting(), 2)
