@@ -211,6 +211,21 @@ def matches_source(name: str, notebook) -> bool:
     return [s for _, s in cells(notebook)] == [s for _, s in cells(name)]
 
 
+def published_table(commit: str, chapter: str, name: str):
+    """The table ``NAME.csv`` of a chapter's data as the run published at ``commit`` wrote it (a DataFrame): the
+    data folder holds only the chapter's latest run, so setting one run beside another reads the other from the
+    history."""
+    import io
+
+    import pandas as pd
+
+    path = (BOOK_DATA / chapter / f"{name}.csv").relative_to(ROOT).as_posix()
+    text = provenance.file_at(commit, path)
+    if text is None:
+        raise FileNotFoundError(f"{path} is not in commit {commit!r} (or there is no repository to ask)")
+    return pd.read_csv(io.StringIO(text))
+
+
 def run_info(name: str) -> dict:
     """What the book says of a chapter's run: the stamp, whether its commit is in this history, whether the
     chapter's source changed since, and the commits that changed it."""

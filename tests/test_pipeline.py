@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -361,3 +362,20 @@ def test_a_full_commit_hash_is_cut_to_the_twelve_digits_the_pages_use(monkeypatc
     assert provenance.short_commit("unknown") == "unknown"
     monkeypatch.setenv("SYSTEMS_GIT_COMMIT", full)
     assert provenance.git_commit() == "47442633ad12"
+
+
+def test_a_published_table_is_read_from_its_commit_and_a_missing_one_is_named(monkeypatch):
+    rng = np.random.default_rng()
+    table = pd.DataFrame({"layers": rng.integers(1, 40, 5), "ms": rng.random(5) * 1e4, "status": ["ok"] * 4 + ["OOM"]})
+    asked = []
+
+    def file_at(commit, path):
+        asked.append((commit, path))
+        return table.to_csv(index=False) if commit == "abc1234" else None
+
+    monkeypatch.setattr(provenance, "file_at", file_at)
+    pd.testing.assert_frame_equal(pipeline.published_table("abc1234", "18_leaderboard_one_gpu", "model_step"), table)
+    assert asked == [("abc1234", "book/data/18_leaderboard_one_gpu/model_step.csv")]
+    missing = "book/data/18_leaderboard_one_gpu/ablation.csv is not in commit 'fff0000'"
+    with pytest.raises(FileNotFoundError, match=missing):
+        pipeline.published_table("fff0000", "18_leaderboard_one_gpu", "ablation")

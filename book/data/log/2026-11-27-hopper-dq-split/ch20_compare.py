@@ -1,16 +1,13 @@
 # Chapter 20's forward+backward, flash_hopper against cuDNN, in its run at 4ccb651 (commit dab8d74) and at 80252bd
 # (commit 9e73938), from the chapter's hopper_table.csv at each; and its compiled steps at 80252bd. Run from anywhere
 # inside the repository.
-import io
-import pandas as pd
-
-from systems.provenance import file_at
+from systems.pipeline import published_table
 
 def published(commit, name):
-    return pd.read_csv(io.StringIO(file_at(commit, f"book/data/20_flash_attention_hopper/{name}")))
+    return published_table(commit, "20_flash_attention_hopper", name)
 
 def table_at(commit):
-    t = published(commit, "hopper_table.csv")
+    t = published(commit, "hopper_table")
     t = t[t["mode"] == "fwd_bwd"].pivot_table(index=["batch", "heads", "n_q", "d", "causal"], columns="impl", values="ms")
     return t.flash_hopper, t.flash_hopper / t.sdpa_cudnn
 
@@ -24,6 +21,6 @@ print()
 print("| size | batch | `sdpa` (ms) | `flash_hopper` (ms) | `flash_hopper` / `sdpa` |")
 print("|---|---:|---:|---:|---:|")
 for size in ["small", "medium", "large", "xl", "2.7B"]:
-    s = published("9e73938", f"hopper_model_steps_{size}.csv").set_index("attention")
+    s = published("9e73938", f"hopper_model_steps_{size}").set_index("attention")
     print(f"| {size} | {s.batch_size.iloc[0]} | {s.step_ms['sdpa']:.1f} | {s.step_ms['flash_hopper']:.1f} | "
           f"{s.step_ms['flash_hopper'] / s.step_ms['sdpa']:.3f} |")

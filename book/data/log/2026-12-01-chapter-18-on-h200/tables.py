@@ -2,12 +2,11 @@
 beside its last run on an H100 80GB (12345eb, 2026-11-28), whose files are kept here as h100-12345eb-*.csv. The
 H200 run's files are read from the commit that published them (d936bd1): the chapter's later runs replace them.
 Run from anywhere inside the repository."""
-import io
 from pathlib import Path
 
 import pandas as pd
 
-from systems.provenance import file_at
+from systems.pipeline import published_table
 
 here = Path(__file__).parent
 published = "d936bd1"
@@ -15,7 +14,7 @@ published = "d936bd1"
 
 def runs(name):
     """The H200 run's and the H100 run's rows of one of the chapter's files, with the GPU in a column."""
-    return pd.concat([pd.read_csv(io.StringIO(file_at(published, f"book/data/18_leaderboard_one_gpu/{name}.csv"))).assign(gpu="H200, e247340"),
+    return pd.concat([published_table(published, "18_leaderboard_one_gpu", name).assign(gpu="H200, e247340"),
                       pd.read_csv(here / f"h100-12345eb-{name}.csv").assign(gpu="H100, 12345eb")])
 
 

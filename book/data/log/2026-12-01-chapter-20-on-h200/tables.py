@@ -2,19 +2,18 @@
 and the table and steps of its last run on an H100 80GB (80252bd, 2026-11-27) beside them. The H200 run's files are
 read from the commit that published them (7dc2ba9): the chapter's later runs replace them. Run from anywhere inside
 the repository."""
-import io
 from pathlib import Path
 
 import pandas as pd
 
-from systems.provenance import file_at
+from systems.pipeline import published_table
 
 here = Path(__file__).parent
 
 
 def published(name):
     """One of the chapter's files as the run at d235feb wrote it."""
-    return pd.read_csv(io.StringIO(file_at("7dc2ba9", f"book/data/20_flash_attention_hopper/{name}")))
+    return published_table("7dc2ba9", "20_flash_attention_hopper", name)
 
 
 def shapes(table):
@@ -29,19 +28,18 @@ def over_cudnn(table):
     return (wide.flash_hopper / wide.sdpa_cudnn).rename("flash_hopper / cuDNN")
 
 
-table = published("hopper_table.csv")
+table = published("hopper_table")
 h200 = over_cudnn(table)
 h100 = over_cudnn(pd.read_csv(here / "h100-80252bd-hopper_table.csv"))
 print(pd.concat({"H200, d235feb": h200, "H100, 80252bd": h100}, axis=1).round(3).to_string(), "\n")
 
-backward = published("hopper_backward.csv").pivot_table(index="shape", columns="impl", values="ms",
-                                                                     sort=False)
+backward = published("hopper_backward").pivot_table(index="shape", columns="impl", values="ms", sort=False)
 print("backward alone, ms\n", backward.round(3).to_string(), "\n")
 cuda = [c for c in backward.columns if "CUDA" in c][0]
 print("CUDA backward / cuDNN:", (backward[cuda] / backward["SDPA cuDNN"]).round(3).to_dict(), "\n")
 
 sizes = ("2.7B", "large", "medium", "small", "xl")
-for machine, read in (("H200, d235feb", lambda size: published(f"hopper_model_steps_{size}.csv")),
+for machine, read in (("H200, d235feb", lambda size: published(f"hopper_model_steps_{size}")),
                       ("H100, 80252bd", lambda size: pd.read_csv(here / f"h100-80252bd-hopper_model_steps_{size}.csv"))):
     steps = pd.concat(read(size) for size in sizes)
     steps = steps.pivot_table(index=["size", "batch_size"], columns="attention", values="step_ms")

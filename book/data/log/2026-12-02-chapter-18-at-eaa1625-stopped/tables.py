@@ -2,12 +2,11 @@
 points as the stopped run recorded them (measured/, JSON records of systems.resumable), beside the chapter's
 published run at 3e91b5f, read from the commit that published it (6b97e39): the chapter's later runs replace its
 files. Run from anywhere inside the repository."""
-import io
 from pathlib import Path
 
 import pandas as pd
 
-from systems.provenance import file_at
+from systems.pipeline import published_table
 from systems.resumable import recorded_result
 
 here = Path(__file__).parent
@@ -15,7 +14,7 @@ here = Path(__file__).parent
 
 def at_3e91b5f(name):
     """One of the chapter's files as the run at 3e91b5f wrote it."""
-    return pd.read_csv(io.StringIO(file_at("6b97e39", f"book/data/18_leaderboard_one_gpu/{name}.csv")))
+    return published_table("6b97e39", "18_leaderboard_one_gpu", name)
 
 
 def recorded(name):
