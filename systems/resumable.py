@@ -3,10 +3,10 @@
 A chapter that measures for half an hour and dies in its last cell (a timeout, a lost machine) should not have to
 measure the first twenty-nine minutes again. Each measuring cell calls its function through :func:`measured`,
 which writes the result into the chapter's data dir the moment it exists, with a record of the call: the
-function, its arguments, a fingerprint of the package's source, the GPU and the software versions. A run of the
-pipeline with ``--resume`` keeps the data dir of the run that stopped, and a call whose record matches in every
-one of these is read back instead of measured; anything else (other arguments, an edited package, another GPU or
-torch) measures afresh. The executed chapter's stamp lists the parts read back and when they were measured.
+function, its arguments, a fingerprint of the package's source (less the chapters' words, which measure
+nothing), the GPU and the software versions. A run of the pipeline with ``--resume`` keeps the data dir of the run
+that stopped, and a call whose record matches in every one of these is read back instead of measured; anything
+else (other arguments, an edited package, another GPU or torch) measures afresh. The executed chapter's stamp lists the parts read back and when they were measured.
 
     runs = measured(data_dir, "flash_sweep", fs.sweep, seq_lens, head_dims)   # a DataFrame, saved as CSV
     busy, own = measured(data_dir, ("kernel_time", "own_kernels"), fs.step_kernel_time, "small", 1024)
@@ -34,6 +34,9 @@ from systems import provenance
 from systems.files import write_text_atomically
 
 RECORDS = ".measured"
+# What the chapters say of their measurements; it measures nothing, and no module below it imports it
+# (tests/test_layout.py), so its words can be corrected without measuring again: the fingerprint leaves it out.
+WORDS = "chapters"
 
 
 @cache
@@ -41,15 +44,20 @@ def _package_fingerprint() -> str:
     digest = hashlib.sha256()
     package = provenance.ROOT / "systems"
     for path in sorted(package.rglob("*.py")):
-        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+        relative = path.relative_to(package)
+        if relative.parts[0] != WORDS:
+            digest.update(relative.as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
 def call_key(measure: Callable, args: tuple, kwargs: dict) -> dict[str, str]:
     """What must match for a recorded result to stand for a new call: the call, the code, the machine."""
+    function = getattr(measure, "__qualname__", type(measure).__qualname__)
+    if measure.__module__.startswith(f"systems.{WORDS}"):
+        raise ValueError(f"{measure.__module__}.{function} is in the chapters' words, which the records' fingerprint "
+                         "leaves out: measure with a function of the layers below them")
     machine = provenance.stamp()
     call = ", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in sorted(kwargs.items()))])
-    function = getattr(measure, "__qualname__", type(measure).__qualname__)
     try:  # a function defined in the chapter itself is outside the package's fingerprint
         source = hashlib.sha256(inspect.getsource(measure).encode()).hexdigest()[:16]
     except (OSError, TypeError):

@@ -229,6 +229,30 @@ def test_a_point_out_of_memory_in_one_process_is_a_row_that_says_so():
                     r"\(1\.\d+ to 1\.\d+\)\. Outside the notebook's kernel", words), words
 
 
+def test_the_call_words_say_more_where_the_calling_thread_costs_more():
+    # the hand-off to autograd's device thread cost our call less than the calling thread on one host and more on
+    # another: each call's sentence follows its own sign, never a negative "less"
+    rng = np.random.default_rng()
+    impls = ("flash_triton", "flash_triton_python", flash_training.PYTHON_SDPA, "sdpa_flash",
+             flash_training.NOTHING)
+    whole = dict(zip(impls, rng.uniform(100, 400, len(impls))))
+    shifts = {"flash_triton": -rng.uniform(10, 50), "flash_triton_python": rng.uniform(10, 50),
+              flash_training.NOTHING: -rng.uniform(10, 50), "sdpa_flash": rng.uniform(10, 50)}
+    rows = [{"impl": impl, "what": "forward + backward", "host_us": us} for impl, us in whole.items()]
+    rows += [{"impl": impl, "what": call_overhead.ON_CALLING_THREAD, "host_us": whole[impl] - shift}
+             for impl, shift in shifts.items()]
+    words = flash_training.call_facts(pd.DataFrame(rows))["words"]
+    said = re.search(r"a call of ours from C\+\+ takes (.*) µs (more|less), one from Python (.*) µs (more|less), one "
+                     r"of a Python autograd function doing nothing (.*) µs (more|less) and one of SDPA's flash back "
+                     r"end (.*) µs (more|less)\.$", words)
+    assert said, words
+    for (amount, word), impl in zip(zip(said.groups()[::2], said.groups()[1::2]),
+                                    ("flash_triton", "flash_triton_python", flash_training.NOTHING, "sdpa_flash")):
+        assert word == ("less" if shifts[impl] > 0 else "more") and float(amount) == pytest.approx(abs(shifts[impl]),
+                                                                                                    rel=5e-3)
+    assert "-" not in words
+
+
 def test_a_fresh_process_that_fails_says_why():
     cfg = flash_sweep._step_config("tiny", 16, 32, "fp32", 1, 1)
     with pytest.raises(RuntimeError, match="unknown attention implementation 'nope'"):

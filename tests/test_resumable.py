@@ -46,6 +46,32 @@ def test_an_edited_package_measures_again(tmp_path, monkeypatch):
     assert measure.calls == 2
 
 
+def test_the_chapters_words_are_outside_the_fingerprint_and_measure_nothing(tmp_path, monkeypatch):
+    # a sentence corrected in systems/chapters keeps a stopped run's records; any other edit does not
+    package = tmp_path / "systems"
+    (package / "chapters").mkdir(parents=True)
+    (package / "bench.py").write_text("def sweep(): pass\n")
+    (package / "chapters" / "words.py").write_text("WORDS = 'less'\n")
+    monkeypatch.setattr(resumable.provenance, "ROOT", tmp_path)
+
+    def fingerprint():
+        resumable._package_fingerprint.cache_clear()
+        return resumable._package_fingerprint()
+
+    try:
+        first = fingerprint()
+        (package / "chapters" / "words.py").write_text("WORDS = 'more'\n")
+        assert fingerprint() == first
+        (package / "bench.py").write_text("def sweep(): return 1\n")
+        assert fingerprint() != first
+    finally:
+        resumable._package_fingerprint.cache_clear()
+    from systems.chapters import flash_training
+
+    with pytest.raises(ValueError, match="flash_training.call_facts is in the chapters' words"):
+        resumable.measured(tmp_path, "words", flash_training.call_facts, None)
+
+
 def test_values_that_are_not_tables_round_trip_and_names_must_match(tmp_path):
     value = {"first_call_s": 1.25, "autotune": {"fwd": {"chosen": ["64x64"]}}}
     assert resumable.measured(tmp_path, "cold", lambda: value) == value

@@ -33,16 +33,18 @@ def call_facts(overhead: pd.DataFrame) -> dict:
                    "longer)")
     host_path = pick(from_python > ours, f"the C++ host path takes {from_python - ours:.0f} µs off our call",
                      f"the C++ host path adds {ours - from_python:.0f} µs to our call")
-    handoff = {impl: host[impl, "forward + backward"] - host[impl, ON_CALLING_THREAD]
-               for impl in ("flash_triton", "flash_triton_python", NOTHING, "sdpa_flash")}
+    # what the calling thread saves over the hand-off to autograd's device thread: on some hosts it costs instead
+    on_calling_thread = {impl: more_or_less(host[impl, "forward + backward"] - host[impl, ON_CALLING_THREAD], "µs",
+                                            more="less", less="more")
+                         for impl in ("flash_triton", "flash_triton_python", NOTHING, "sdpa_flash")}
     words = (f"Per forward and backward call the host spends {ours:.0f} µs on ours launched from C++, "
              f"{from_python:.0f} µs on the same kernels launched from Python, {in_python:.0f} µs on SDPA's flash "
              f"kernels inside a Python autograd function and {sdpa:.0f} µs on SDPA's flash back end: {layer_words}; "
              f"{host_path}, which costs {ours / sdpa:.2f}× SDPA's. With the backward run on the calling thread "
-             f"instead of autograd's device thread, a call of ours from C++ takes {handoff['flash_triton']:.0f} µs "
-             f"less, one from Python {handoff['flash_triton_python']:.0f} µs less, one of a Python autograd function "
-             f"doing nothing {handoff[NOTHING]:.0f} µs less and one of SDPA's flash back end "
-             f"{handoff['sdpa_flash']:.0f} µs less.")
+             f"instead of autograd's device thread, a call of ours from C++ takes {on_calling_thread['flash_triton']}, "
+             f"one from Python {on_calling_thread['flash_triton_python']}, one of a Python autograd function doing "
+             f"nothing {on_calling_thread[NOTHING]} and one of SDPA's flash back end "
+             f"{on_calling_thread['sdpa_flash']}.")
     return {"measured": True, "ours_us": ours, "sdpa_us": sdpa, "words": words}
 
 
