@@ -33,7 +33,7 @@ from systems import figures, provenance, report
 from systems.bench import call_overhead, flash_sweep as fs
 from systems.chapters import flash_training as ft
 from systems.model import preset
-from systems.resumable import measured
+from systems.resumable import measured, measured_sweep
 
 profile = provenance.resolve_profile(profile)
 if profile == "full":
@@ -156,8 +156,9 @@ figures.lines(ft.training_ratios(shapes), "n_q", "time ratio", "d", "ours over S
 # %% tags=["nbval-ignore-output"]
 chosen, backends = ft.sdpa_choices(model_sizes, model_contexts, tokens, model_dtype)
 report.glue("flash_model_sdpa_backends", backends)
-steps = measured(data_dir, "flash_model_steps", fs.model_steps, model_sizes, model_contexts, compiled_sizes, tokens,
-                 model_dtype, steps=model_steps)
+steps = measured_sweep(data_dir, "flash_model_steps", fs.model_step_at,
+                       fs.model_step_points(model_sizes, model_contexts, compiled_sizes), tokens, model_dtype,
+                       steps=model_steps)
 table, found = ft.in_model(steps)
 report.save_table(ft.in_model_rows(steps), data_dir, "in_model")
 report.table(table, ".3f")

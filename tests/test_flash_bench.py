@@ -13,6 +13,7 @@ from systems.attention.peers import sdpa_choice
 from systems import report
 from systems.bench import attention_steps, call_overhead, flash_sweep, leaderboard
 from systems.chapters import flash, flash_training, hopper
+from systems.resumable import measured_sweep, recorded_result
 from systems.model import TransformerLM
 
 
@@ -194,9 +195,13 @@ def test_ratio_interval_pairs_the_interleaved_steps():
     assert low < 1.05 < high and high - low > 0.05
 
 
-def test_model_steps_time_each_attention_on_one_model_per_point():
-    runs = flash_sweep.model_steps(["tiny"], [16, 32], tokens=64, dtype="fp32", attentions=("sdpa", "naive"),
-                                   warmup=1, steps=3)
+def test_model_steps_time_each_attention_on_one_model_per_point(tmp_path):
+    points = flash_sweep.model_step_points(["tiny", "small"], [16, 32], ["small"])
+    assert points == [("tiny", 16, False), ("tiny", 32, False), ("small", 16, False), ("small", 16, True),
+                      ("small", 32, False), ("small", 32, True)]
+    runs = measured_sweep(tmp_path, "steps", flash_sweep.model_step_at, points[:2], tokens=64, dtype="fp32",
+                          attentions=("sdpa", "naive"), warmup=1, steps=3)
+    assert len(recorded_result(tmp_path / ".measured" / "steps.json")) == 4  # each point recorded as it finished
     assert list(zip(runs.context_length, runs.attention)) == [(16, "sdpa"), (16, "naive"), (32, "sdpa"), (32, "naive")]
     assert list(runs.batch_size) == [4, 4, 2, 2] and (runs.status == "ok").all()
     assert all(len(t) == 3 and ms == sorted(t)[1] for t, ms in zip(runs.step_times_ms, runs.step_ms))

@@ -211,15 +211,22 @@ def _step_config(size: str, context: int, tokens: int, dtype: str, warmup: int, 
                        dtype=dtype, warmup=warmup, steps=steps, compile=compiled)
 
 
-def model_steps(sizes, contexts, compiled_sizes=(), tokens: int = 8192, dtype: str = "bf16",
-                attentions=("sdpa", "flash_triton"), warmup: int = 3, steps: int = 10) -> pd.DataFrame:
-    """Training steps of each model size at each context (``tokens`` per batch), eager and, for
-    ``compiled_sizes``, under ``torch.compile``: every attention on one model, interleaved
-    (:func:`systems.bench.attention_steps.interleaved`)."""
-    points = [(size, context, compiled) for size in sizes for context in contexts
-              for compiled in ((False, True) if size in compiled_sizes else (False,))]
-    return pd.concat([interleaved(_step_config(size, context, tokens, dtype, warmup, steps, compiled), attentions)
-                      for size, context, compiled in tqdm(points, desc="model steps")], ignore_index=True)
+def model_step_points(sizes, contexts, compiled_sizes=()) -> list[tuple[str, int, bool]]:
+    """The points of :func:`model_step_at`: (size, context, compiled) for each model size at each context, eager
+    and, for ``compiled_sizes``, under ``torch.compile`` too."""
+    return [(size, context, compiled) for size in sizes for context in contexts
+            for compiled in ((False, True) if size in compiled_sizes else (False,))]
+
+
+def model_step_at(point: tuple[str, int, bool], earlier: pd.DataFrame | None = None, tokens: int = 8192,
+                  dtype: str = "bf16", attentions=("sdpa", "flash_triton"), warmup: int = 3,
+                  steps: int = 10) -> pd.DataFrame:
+    """Training steps at one point of :func:`model_step_points` (``tokens`` per batch): every attention on one
+    model, interleaved (:func:`systems.bench.attention_steps.interleaved`). A point at a time, so that
+    :func:`systems.resumable.measured_sweep` records each as it finishes; ``earlier``, the points before it, which
+    the sweep passes, is not needed here."""
+    size, context, compiled = point
+    return interleaved(_step_config(size, context, tokens, dtype, warmup, steps, compiled), attentions)
 
 
 def compiled_steps_at_largest_batch(sizes, context: int, dtype: str = "bf16",
