@@ -6,7 +6,8 @@ which writes the result into the chapter's data dir the moment it exists, with a
 function, its arguments, a fingerprint of the package's source (less the chapters' words, which measure
 nothing), the GPU and the software versions. A run of the pipeline with ``--resume`` keeps the data dir of the run
 that stopped, and a call whose record matches in every one of these is read back instead of measured; anything
-else (other arguments, an edited package, another GPU or torch) measures afresh. The executed chapter's stamp lists the parts read back and when they were measured.
+else (other arguments, an edited package, another GPU or torch) measures afresh. The executed chapter's stamp
+lists the parts read back and when they were measured.
 
     runs = measured(data_dir, "flash_sweep", fs.sweep, seq_lens, head_dims)   # a DataFrame, saved as CSV
     busy, own = measured(data_dir, ("kernel_time", "own_kernels"), fs.step_kernel_time, "small", 1024)
