@@ -14,7 +14,8 @@
 # The previous chapter timed our FlashAttention-2 kernels alone. A user meets them elsewhere: once per layer and
 # pass, called from Python, at the shapes of their model, inside a training step that also runs matrix products,
 # norms and an optimizer. What does a call cost the host, how do the kernels do at the shapes people train with,
-# and what does a training step with `attention="flash_triton"` cost against one with `attention="sdpa"`?
+# and what does a training step with `attention="flash_triton"`, or with our fastest, `attention="flash"`, cost
+# against one with `attention="sdpa"`?
 # (2025 handout §1.3.2 (e), §1.3.4; 2026 §4.2.)
 
 # %% tags=["parameters", "remove-cell"]
@@ -30,8 +31,10 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")  # before the kernels are defined: CPU runs use the interpreter
 
 from systems import figures, provenance, report
+from systems.attention.fastest import fastest_flash
 from systems.bench import call_overhead, flash_sweep as fs
 from systems.chapters import flash_training as ft
+from systems.device import local_device
 from systems.model import preset
 from systems.resumable import measured, measured_sweep
 
@@ -140,49 +143,62 @@ figures.lines(ft.training_ratios(shapes), "n_q", "time ratio", "d", "ours over S
 # ## In the model
 #
 # What a user of the model sees: full training steps (forward, backward, AdamW; bf16 autocast) of each size with
-# `attention="flash_triton"` against `attention="sdpa"`, at contexts 512, 1024 and 2048, with
-# {glue:text}`flash_tokens` tokens per batch (16, 8 or 4 sequences), eager and, for the small model, with
-# `torch.compile` on the whole model. Each step runs as a training loop runs it: one device sync per step (where a
-# loop would read the loss), none between the forward pass, the backward pass and the optimizer, so the host can
-# run ahead of the GPU from one phase into the next. Steps that short are bound by the host, whose speed drifts
-# during a run (clocks, where the threads land) by more than the difference we look for; so each point is one
-# model whose blocks switch attention between steps (same weights, optimizer and allocator), the two interleaved
-# (A B, B A, ...) after 3 warm-up steps each. The table gives each attention's median of
-# {glue:text}`flash_model_steps` steps and, for the ratio, a 95% interval from a paired bootstrap over the
-# interleaved pairs (`low`, `high`): where it holds 1, the run cannot tell the two apart. In the model, `sdpa` runs
-# {glue:text}`flash_model_sdpa_backends` (PyTorch's dispatcher chooses by device, dtype and the inputs' shapes and
-# strides).
+# `attention="flash_triton"` and with `attention="flash"` against `attention="sdpa"`, at contexts 512, 1024 and 2048,
+# with {glue:text}`flash_tokens` tokens per batch (16, 8 or 4 sequences), eager and, for the small model, with
+# `torch.compile` on the whole model. Each step runs as a training loop runs it: one device sync per step (where a loop
+# would read the loss), none between the forward pass, the backward pass and the optimizer, so the host can run ahead of
+# the GPU from one phase into the next. Steps that short are bound by the host, whose speed drifts during a run (clocks,
+# where the threads land) by more than the difference we look for; so each point is one model whose blocks switch
+# attention between steps (same weights, optimizer and allocator), the three interleaved (A B C, C B A, ...) after 3
+# warm-up steps each. The table gives each attention's median of {glue:text}`flash_model_steps` steps and, for each
+# ratio, a 95% interval from a paired bootstrap over the interleaved steps (`low`, `high` after each attention of ours):
+# where it holds 1, the run cannot tell that one of ours from SDPA's. In the model, `sdpa` runs {glue:text}`flash_model_sdpa_backends`
+# (PyTorch's dispatcher chooses by device, dtype and the inputs' shapes and strides). `flash` is our fastest
+# FlashAttention for the device, the name to give the model to train rather than to compare kernels
+# (`systems/attention/fastest.py`): here it runs {glue:text}`flash_model_fastest_kernels`, which on an H100 or H200 are
+# the kernels written for Hopper of chapter 20 and elsewhere the Triton kernels.
 
 # %% tags=["nbval-ignore-output"]
 chosen, backends = ft.sdpa_choices(model_sizes, model_contexts, tokens, model_dtype)
 report.glue("flash_model_sdpa_backends", backends)
+report.glue("flash_model_fastest_kernels", fastest_flash(local_device()))
 steps = measured_sweep(data_dir, "flash_model_steps", fs.model_step_at,
                        fs.model_step_points(model_sizes, model_contexts, compiled_sizes), tokens, model_dtype,
-                       steps=model_steps)
+                       attentions=("sdpa", "flash_triton", "flash"), steps=model_steps)
 table, found = ft.in_model(steps)
 report.save_table(ft.in_model_rows(steps), data_dir, "in_model")
 report.table(table, ".3f")
 report.glue_all("flash_model", found)
 
 # %% tags=["remove-input", "nbval-ignore-output"]
-figures.lines(table, "context_length", "flash_triton/sdpa", "size", "training step: flash_triton over sdpa",
-              "context length", "our step time / SDPA's", style="mode", logy=False, reference=1, palette=None,
-              legend_below=True);
+figures.lines(ft.in_model_ratios(table), "context_length", "ratio", "size", "training step: ours over sdpa",
+              "context length", "our step time / SDPA's", style="mode", col="ours", logy=False, reference=1,
+              palette=None, legend_below=True);
 
 # %% [markdown]
-# Over the {glue:text}`flash_model_points` training steps measured, ours takes {glue:text}`flash_model_gm:.3g`× the
-# SDPA model's step time (geometric mean) and is slower at {glue:text}`flash_model_slower` of them, at
-# {glue:text}`flash_model_slower_clear` beyond the interval (faster beyond it at
-# {glue:text}`flash_model_faster_clear`); the worst is {glue:text}`flash_model_worst`. Eager, ours is slower at
+# Over the {glue:text}`flash_model_points` training steps measured, `flash_triton` takes
+# {glue:text}`flash_model_gm:.3f`× the SDPA model's step time (geometric mean) and is slower at
+# {glue:text}`flash_model_slower` of them, at {glue:text}`flash_model_slower_clear` beyond the interval (faster beyond
+# it at {glue:text}`flash_model_faster_clear`); the worst is {glue:text}`flash_model_worst`. Eager, ours is slower at
 # {glue:text}`flash_model_slower_eager` of {glue:text}`flash_model_points_eager` points
-# ({glue:text}`flash_model_slower_clear_eager` beyond the interval; {glue:text}`flash_model_gm_eager:.3g`×);
-# compiled, where the compiler launches our kernels from its own code, at {glue:text}`flash_model_slower_compiled`
-# of {glue:text}`flash_model_points_compiled` ({glue:text}`flash_model_slower_clear_compiled` beyond the interval;
-# {glue:text}`flash_model_gm_compiled:.3g`×). Points that did not fit: {glue:text}`flash_model_oom`.
+# ({glue:text}`flash_model_slower_clear_eager` beyond the interval; {glue:text}`flash_model_gm_eager:.3f`×); compiled,
+# where the compiler launches our kernels from its own code, at {glue:text}`flash_model_slower_compiled` of
+# {glue:text}`flash_model_points_compiled` ({glue:text}`flash_model_slower_clear_compiled` beyond the interval;
+# {glue:text}`flash_model_gm_compiled:.3f`×). Points that did not fit: {glue:text}`flash_model_oom`.
 #
-# Where the difference goes, at the eager point where ours loses most: the same step with each attention, its wall
-# time next to the GPU's kernel time (torch.profiler, summed over the step's kernels). What the wall time has beyond
-# the kernels is time the GPU waited for the host.
+# Our fastest, `flash`, takes {glue:text}`flash_model_fastest_gm:.3f`× the SDPA model's step time and is slower at
+# {glue:text}`flash_model_fastest_slower` of the {glue:text}`flash_model_fastest_points` points, at
+# {glue:text}`flash_model_fastest_slower_clear` beyond the interval (faster beyond it at
+# {glue:text}`flash_model_fastest_faster_clear`); the worst is {glue:text}`flash_model_fastest_worst`. Eager it is
+# slower at {glue:text}`flash_model_fastest_slower_eager` of {glue:text}`flash_model_fastest_points_eager`
+# ({glue:text}`flash_model_fastest_slower_clear_eager` beyond the interval;
+# {glue:text}`flash_model_fastest_gm_eager:.3f`×), compiled at {glue:text}`flash_model_fastest_slower_compiled` of
+# {glue:text}`flash_model_fastest_points_compiled` ({glue:text}`flash_model_fastest_slower_clear_compiled` beyond
+# the interval; {glue:text}`flash_model_fastest_gm_compiled:.3f`×).
+#
+# Where the difference goes, at the eager point where `flash_triton` loses most: the same step with each attention, its
+# wall time next to the GPU's kernel time (torch.profiler, summed over the step's kernels). What the wall time has
+# beyond the kernels is time the GPU waited for the host.
 
 # %% tags=["nbval-ignore-output"]
 eager = table[table["mode"] == "eager"].dropna(subset=["flash_triton/sdpa"])

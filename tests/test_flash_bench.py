@@ -167,23 +167,34 @@ def test_in_model_sets_ours_beside_sdpa_per_point_and_names_each_oom_once():
     runs = pd.DataFrame([
         {"size": "s", "compile": c, "context_length": 512, "attention": a, "step_ms": ms, "status": "ok",
          "step_times_ms": [ms * f for f in (1.0, 1.02, 0.98, 1.01, 0.99)]}
-        for c, a, ms in [(False, "sdpa", 10.0), (False, "flash_triton", 9.0), (True, "sdpa", 4.0),
-                         (True, "flash_triton", 5.0)]
+        for c, a, ms in [(False, "sdpa", 10.0), (False, "flash_triton", 9.0), (False, "flash", 10.5),
+                         (True, "sdpa", 4.0), (True, "flash_triton", 5.0), (True, "flash", 3.0)]
     ] + [{"size": "xl", "compile": False, "context_length": 512, "attention": a, "step_ms": float("nan"),
-          "status": "OOM"} for a in ("sdpa", "flash_triton")])
+          "status": "OOM"} for a in ("sdpa", "flash_triton", "flash")])
     table, found = flash_training.in_model(runs)
     assert list(zip(table["size"], table["mode"])) == [("s", "eager"), ("s", "compiled"), ("xl", "eager")]
     assert list(table["flash_triton/sdpa"][:2]) == [0.9, 1.25] and table["flash_triton/sdpa"].isna().iloc[2]
-    assert list(table.iloc[2][["sdpa", "flash_triton"]]) == ["OOM", "OOM"]  # shown as such, not as a blank number
+    assert list(table["flash/sdpa"][:2]) == [1.05, 0.75] and table["flash/sdpa"].isna().iloc[2]
+    assert list(table.iloc[2][["sdpa", "flash_triton", "flash"]]) == ["OOM"] * 3  # shown as such, not as a blank
     assert list(table.status) == ["ok", "ok", "OOM"] and "nan" not in report.markdown_table(table)
-    assert found["slower"] == 1 and found["worst"] == "s, compiled, context 512: 1.25×" and found["points"] == 2
-    assert found["oom"] == "xl/sdpa/512, xl/flash_triton/512"
+    assert found["slower"] == 1 and found["worst"] == "s, compiled, context 512: 1.250×" and found["points"] == 2
+    assert found["oom"] == "xl/sdpa/512, xl/flash_triton/512, xl/flash/512"
     assert (found["points_eager"], found["slower_eager"], found["gm_eager"]) == (1, 0, 0.9)
     assert (found["points_compiled"], found["slower_compiled"], found["gm_compiled"]) == (1, 1, 1.25)
+    # our fastest, its own tally beside the Triton kernels'
+    assert found["fastest_slower"] == 1 and found["fastest_worst"] == "s, eager, context 512: 1.050×"
+    assert (found["fastest_slower_eager"], found["fastest_gm_eager"]) == (1, 1.05)
+    assert (found["fastest_slower_compiled"], found["fastest_gm_compiled"]) == (0, 0.75)
     # each ratio with its interval: here the steps of a point drift together, so the interval is the ratio itself
-    assert np.allclose(table.low[:2], [0.9, 1.25]) and np.allclose(table.high[:2], [0.9, 1.25])
-    assert table[["low", "high"]].iloc[2].isna().all()
+    for ours, ratios in (("flash_triton", [0.9, 1.25]), ("flash", [1.05, 0.75])):
+        assert np.allclose(table[f"{ours} low"][:2], ratios) and np.allclose(table[f"{ours} high"][:2], ratios)
+        assert table[[f"{ours} low", f"{ours} high"]].iloc[2].isna().all()
     assert (found["slower_clear"], found["faster_clear"], found["slower_clear_eager"]) == (1, 1, 0)
+    assert (found["fastest_slower_clear"], found["fastest_faster_clear"]) == (1, 1)
+    # the figure's frame: one row per point and attention of ours
+    ratios = flash_training.in_model_ratios(table)
+    assert list(ratios.ours) == ["flash_triton"] * 3 + ["flash"] * 3
+    assert np.allclose(ratios.ratio[:2], [0.9, 1.25]) and np.allclose(ratios.ratio[3:5], [1.05, 0.75])
 
 
 def test_ratio_interval_pairs_the_interleaved_steps():
@@ -211,7 +222,7 @@ def test_a_point_is_timed_here_and_in_a_fresh_process():
     table = flash_sweep.here_and_apart("tiny", 16, 32, "fp32", steps=2)
     assert list(table.process) == ["this process", "a fresh process"]
     assert (pd.to_numeric(table.flash_triton) > 0).all() and (pd.to_numeric(table.sdpa) > 0).all()
-    assert table[["low", "high"]].notna().all().all()
+    assert table[["flash_triton low", "flash_triton high"]].notna().all().all()
 
 
 def test_a_point_out_of_memory_in_one_process_is_a_row_that_says_so():
@@ -230,8 +241,8 @@ def test_a_point_out_of_memory_in_one_process_is_a_row_that_says_so():
     fine = pd.concat([flash_sweep.model_table(ran).assign(process=p) for p in ("this process", "a fresh process")],
                      ignore_index=True)
     words = flash_training.apart_facts(fine)["words"]
-    assert re.match(r"Ours over SDPA's step: 1\.1× here \(1\.\d+ to 1\.\d+\), 1\.1× in a fresh process "
-                    r"\(1\.\d+ to 1\.\d+\)\. Outside the notebook's kernel", words), words
+    assert re.match(r"Ours over SDPA's step: 1\.100× here \(1\.\d{3} to 1\.\d{3}\), 1\.100× in a fresh process "
+                    r"\(1\.\d{3} to 1\.\d{3}\)\. Outside the notebook's kernel", words), words
 
 
 def test_the_call_words_say_more_where_the_calling_thread_costs_more():

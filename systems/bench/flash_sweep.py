@@ -268,8 +268,9 @@ def here_and_apart(size: str, context: int, tokens: int, dtype: str, steps: int,
 
 def model_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Training steps of the model with each attention (rows of :func:`systems.bench.attention_steps.interleaved`,
-    one per size, mode, context and attention): ms per step side by side ("OOM" where the model did not fit), ours
-    over SDPA's with its 95% interval (:func:`ratio_interval`, columns ``low`` and ``high``)."""
+    one per size, mode, context and attention): ms per step side by side ("OOM" where the model did not fit), and
+    each of ours over SDPA's with its 95% interval (:func:`ratio_interval`): columns ``A/sdpa``, ``A low`` and
+    ``A high`` for every attention ``A`` but ``sdpa``."""
     # a point where every attention ran out of memory has no times at all, not even an empty column of them
     runs = runs.reindex(columns=[*runs.columns, *{"step_ms", "step_times_ms"} - set(runs.columns)])
     ok = runs.assign(mode=runs.compile.map({False: "eager", True: "compiled"}))
@@ -279,13 +280,14 @@ def model_table(runs: pd.DataFrame) -> pd.DataFrame:
     table = table.reindex(pd.MultiIndex.from_frame(ok[point].drop_duplicates()))
     table = table.reset_index()
     table.columns.name = None
-    table["flash_triton/sdpa"] = pd.to_numeric(table.flash_triton, errors="coerce") / pd.to_numeric(table.sdpa,
-                                                                                                  errors="coerce")
     times = ok[ok.status == "ok"].set_index(point + ["attention"]).step_times_ms
-    bounds = [ratio_interval(times[(*key, "flash_triton")], times[(*key, "sdpa")])
-              if (*key, "flash_triton") in times.index and (*key, "sdpa") in times.index else (np.nan, np.nan)
-              for key in table[point].itertuples(index=False)]
-    table["low"], table["high"] = [b[0] for b in bounds], [b[1] for b in bounds]
+    theirs = pd.to_numeric(table.sdpa, errors="coerce")
+    for ours in (a for a in ok.attention.unique() if a != "sdpa"):
+        table[f"{ours}/sdpa"] = pd.to_numeric(table[ours], errors="coerce") / theirs
+        bounds = [ratio_interval(times[(*key, ours)], times[(*key, "sdpa")])
+                  if (*key, ours) in times.index and (*key, "sdpa") in times.index else (np.nan, np.nan)
+                  for key in table[point].itertuples(index=False)]
+        table[f"{ours} low"], table[f"{ours} high"] = [b[0] for b in bounds], [b[1] for b in bounds]
     return table
 
 

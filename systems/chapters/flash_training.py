@@ -80,29 +80,48 @@ def training_ratios(shapes: pd.DataFrame) -> pd.DataFrame:
 
 def in_model(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     """:func:`systems.bench.flash_sweep.model_table`, and where ours is slower: overall, per mode, and beyond the
-    interval (its low end above 1)."""
+    interval (its low end above 1), for our Triton kernels (``flash_triton``) and, where the steps ran it, for our
+    fastest attention on the device (``flash``; its facts named ``fastest_...``)."""
     table = model_table(runs)
+    ours = [a for a in ("flash_triton", "flash") if a in table]
     # where a side did not run, the row says why (its "OOM"), never shows a bare gap
-    why = table[["sdpa", "flash_triton"]].map(lambda x: x if isinstance(x, str) else None).bfill(axis=1).iloc[:, 0]
+    why = table[["sdpa", *ours]].map(lambda x: x if isinstance(x, str) else None).bfill(axis=1).iloc[:, 0]
     table["status"] = why.fillna("ok")
-    ratio = table["flash_triton/sdpa"]
-    worst = table.loc[ratio.idxmax()] if (ratio > 1).any() else None
-    facts = {**_tally(table), "faster_clear": int((table.high < 1).sum()),
-             "worst": "none" if worst is None else
-             f"{worst['size']}, {worst['mode']}, context {worst['context_length']}: {worst['flash_triton/sdpa']:.3g}×",
-             "oom": ", ".join(f"{r.size}/{r.attention}/{r.context_length}" for r in
+    facts = {"oom": ", ".join(f"{r.size}/{r.attention}/{r.context_length}" for r in
                               runs[runs.status != "ok"].itertuples()) or "none"}
-    for mode in ("eager", "compiled"):
-        facts |= {f"{name}_{mode}": value for name, value in _tally(table[table["mode"] == mode]).items()}
+    for attention in ours:
+        prefix = "" if attention == "flash_triton" else "fastest_"
+        facts |= {prefix + name: value for name, value in _slower(table, attention).items()}
     return table, facts
 
 
-def _tally(rows: pd.DataFrame) -> dict:
-    """Of :func:`in_model`'s rows: the points with a ratio, where ours is slower (also beyond the interval), and the
-    ratios' geometric mean."""
-    ratio = rows["flash_triton/sdpa"]
+def _slower(table: pd.DataFrame, ours: str) -> dict:
+    """Of :func:`in_model`'s table, for one of ours: :func:`_tally` over all points and per mode, the points where it
+    is faster beyond the interval, and the worst point in words."""
+    ratio = table[f"{ours}/sdpa"]
+    worst = table.loc[ratio.idxmax()] if (ratio > 1).any() else None
+    facts = {**_tally(table, ours), "faster_clear": int((table[f"{ours} high"] < 1).sum()),
+             "worst": "none" if worst is None else
+             f"{worst['size']}, {worst['mode']}, context {worst['context_length']}: {worst[f'{ours}/sdpa']:.3f}×"}
+    for mode in ("eager", "compiled"):
+        facts |= {f"{name}_{mode}": value for name, value in _tally(table[table["mode"] == mode], ours).items()}
+    return facts
+
+
+def _tally(rows: pd.DataFrame, ours: str) -> dict:
+    """Of :func:`in_model`'s rows: the points with a ratio of ``ours`` over SDPA's, where ours is slower (also beyond
+    the interval), and the ratios' geometric mean."""
+    ratio = rows[f"{ours}/sdpa"]
     return {"points": int(ratio.notna().sum()), "slower": int((ratio > 1).sum()),
-            "slower_clear": int((rows.low > 1).sum()), "gm": geometric_mean(ratio)}
+            "slower_clear": int((rows[f"{ours} low"] > 1).sum()), "gm": geometric_mean(ratio)}
+
+
+def in_model_ratios(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`in_model`'s ratios of ours over SDPA's step, one row per point and attention of ours (``ours``,
+    ``ratio``), for a figure with a panel per attention."""
+    ours = [column.removesuffix("/sdpa") for column in table if column.endswith("/sdpa")]
+    return table.melt(id_vars=["size", "mode", "context_length"], value_vars=[f"{a}/sdpa" for a in ours],
+                      var_name="ours", value_name="ratio").assign(ours=lambda t: t.ours.str.removesuffix("/sdpa"))
 
 
 def sdpa_choices(sizes, contexts, tokens: int, dtype: str) -> tuple[pd.Series, str]:
@@ -158,21 +177,24 @@ def apart_facts(apart: pd.DataFrame) -> dict:
     they say, in one sentence (``words``); where the point did not run in one of the two, that instead."""
     by = apart.set_index("process")
     here, fresh = by.loc["this process"], by.loc["a fresh process"]
-    ratios = {"here": here["flash_triton/sdpa"], "fresh": fresh["flash_triton/sdpa"], "here_low": here.low,
-              "here_high": here.high, "fresh_low": fresh.low, "fresh_high": fresh.high}
+    ratios = {"here": here["flash_triton/sdpa"], "fresh": fresh["flash_triton/sdpa"],
+              "here_low": here["flash_triton low"], "here_high": here["flash_triton high"],
+              "fresh_low": fresh["flash_triton low"], "fresh_high": fresh["flash_triton high"]}
     missing = [f"{where} ({row.flash_triton if isinstance(row.flash_triton, str) else 'no time'})"
                for where, row in (("this process", here), ("a fresh process", fresh))
                if not math.isfinite(row["flash_triton/sdpa"])]
     if missing:
         return {**ratios, "words": f"The point did not run in {' and '.join(missing)}, so the two processes cannot "
                                    f"be compared here."}
-    measured = (f"Ours over SDPA's step: {ratios['here']:.3g}× here ({here.low:.3g} to {here.high:.3g}), "
-                f"{ratios['fresh']:.3g}× in a fresh process ({fresh.low:.3g} to {fresh.high:.3g}). ")
+    # three places: the ratios sit within a few percent of 1, where two would print 1.01 (1.01 to 1.01)
+    measured = (f"Ours over SDPA's step: {ratios['here']:.3f}× here ({ratios['here_low']:.3f} to "
+                f"{ratios['here_high']:.3f}), {ratios['fresh']:.3f}× in a fresh process ({ratios['fresh_low']:.3f} "
+                f"to {ratios['fresh_high']:.3f}). ")
     return {**ratios, "words": measured + pick(
-        fresh.high < here.low,
+        ratios["fresh_high"] < ratios["here_low"],
         "The intervals do not overlap: outside the notebook's kernel ours fares better, so part of the difference "
         "measured here belongs to the process around the steps, not to the kernels or the launch path.",
-        pick(fresh["flash_triton/sdpa"] < here["flash_triton/sdpa"] and fresh.low <= 1 < here.low,
+        pick(fresh["flash_triton/sdpa"] < here["flash_triton/sdpa"] and ratios["fresh_low"] <= 1 < ratios["here_low"],
              "In the fresh process the interval holds 1 where here it does not, but the two intervals overlap: a "
              "hint that the process around the steps costs ours more than SDPA's, not a measurement of how much.",
              "Outside the notebook's kernel the ratio is no better: the process around the steps is not what sets "
