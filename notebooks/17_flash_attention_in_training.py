@@ -89,24 +89,28 @@ report.glue("flash_call_words", call["words"])
 # {glue:text}`flash_call_words`
 
 # %% [markdown]
-# The same forward and backward call three ways, µs per call: eager; with the attention under `torch.compile`,
-# where our Triton kernels are custom ops inside the compiled graph; and captured whole, forward and backward, in a
-# CUDA graph (`torch.cuda.graph`) that is replayed, so no Python runs per call at all. Beside the Triton kernels
-# from C++ and from Python, `flash_cuda`: our CUDA C++ kernels behind the same kind of C++ operator. Every way of
-# calling is made ready first, then timed in turns, a block of calls each per round for five rounds, and the
-# median block kept: a floor this small drifts with the machine by more than the implementations differ, so they
-# are timed side by side in time.
+# The same forward and backward call three ways, µs per call: eager; with the attention under `torch.compile`, where our
+# Triton kernels are custom ops inside the compiled graph; and captured whole, forward and backward, in a CUDA graph
+# (`torch.cuda.graph`) that is replayed, so no Python runs per call at all. Beside the Triton kernels from C++ and from
+# Python, `flash_cuda`: our CUDA C++ kernels behind the same kind of C++ operator; and `flash`, our fastest
+# FlashAttention for the device, the name to give the model to train rather than to compare kernels
+# (`systems/attention/fastest.py`): here it runs {glue:text}`flash_fastest_kernels`, which on an H100 or H200 are the
+# kernels written for Hopper of chapter 20 and elsewhere the Triton kernels. Every way of calling is made ready first,
+# then timed in turns, a block of calls each per round for five rounds, and the median block kept: a floor this small
+# drifts with the machine by more than the implementations differ, so they are timed side by side in time.
 
 # %% tags=["nbval-ignore-output"]
 floor = measured(data_dir, "flash_call_floor", call_overhead.call_floor,
                  **{"shape": overhead_run["shape"], "dtype": overhead_run["dtype"], **floor_run})
 report.table(floor, ".1f")
 report.glue_all("flash_floor", ft.floor_facts(floor))
+report.glue("flash_fastest_kernels", fastest_flash(local_device()))
 
 # %% [markdown]
-# Eager, a call of ours launched from C++ costs {glue:text}`flash_floor_flash_triton_over_sdpa:.3g`× a call of
-# SDPA's FlashAttention-2 back end, launched from Python {glue:text}`flash_floor_flash_triton_python_over_sdpa:.3g`×;
-# `flash_cuda` costs {glue:text}`flash_floor_flash_cuda_over_sdpa:.3g`×.
+# Eager, a call of ours launched from C++ costs {glue:text}`flash_floor_flash_triton_over_sdpa:.3g`× a call of SDPA's
+# FlashAttention-2 back end, launched from Python {glue:text}`flash_floor_flash_triton_python_over_sdpa:.3g`×;
+# `flash_cuda` costs {glue:text}`flash_floor_flash_cuda_over_sdpa:.3g`× and `flash`
+# {glue:text}`flash_floor_flash_over_sdpa:.3g`×.
 #
 # A replayed graph removes the host from the call: what is left is the kernels' own time and their launch gaps on
 # the GPU, what a model captured in CUDA graphs pays (`torch.compile(mode="reduce-overhead")` captures the same way,
@@ -152,16 +156,13 @@ figures.lines(ft.training_ratios(shapes), "n_q", "time ratio", "d", "ours over S
 # attention between steps (same weights, optimizer and allocator), the three interleaved (A B C, C B A, ...) after 3
 # warm-up steps each. The table gives each attention's median of {glue:text}`flash_model_steps` steps and, for each
 # ratio, a 95% interval from a paired bootstrap over the interleaved steps (`low`, `high` after each attention of ours):
-# where it holds 1, the run cannot tell that one of ours from SDPA's. In the model, `sdpa` runs {glue:text}`flash_model_sdpa_backends`
-# (PyTorch's dispatcher chooses by device, dtype and the inputs' shapes and strides). `flash` is our fastest
-# FlashAttention for the device, the name to give the model to train rather than to compare kernels
-# (`systems/attention/fastest.py`): here it runs {glue:text}`flash_model_fastest_kernels`, which on an H100 or H200 are
-# the kernels written for Hopper of chapter 20 and elsewhere the Triton kernels.
+# where it holds 1, the run cannot tell that one of ours from SDPA's. In the model, `sdpa` runs
+# {glue:text}`flash_model_sdpa_backends` (PyTorch's dispatcher chooses by device, dtype and the inputs' shapes and
+# strides); `flash` runs {glue:text}`flash_fastest_kernels`.
 
 # %% tags=["nbval-ignore-output"]
 chosen, backends = ft.sdpa_choices(model_sizes, model_contexts, tokens, model_dtype)
 report.glue("flash_model_sdpa_backends", backends)
-report.glue("flash_model_fastest_kernels", fastest_flash(local_device()))
 steps = measured_sweep(data_dir, "flash_model_steps", fs.model_step_at,
                        fs.model_step_points(model_sizes, model_contexts, compiled_sizes), tokens, model_dtype,
                        attentions=("sdpa", "flash_triton", "flash"), steps=model_steps)

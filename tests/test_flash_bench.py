@@ -163,6 +163,21 @@ def test_rounds_time_the_implementations_in_turn_and_keep_each_ones_fastest(monk
     assert len(runs) == 4
 
 
+def test_floor_facts_set_each_of_ours_over_sdpa_flash_and_leave_nan_where_one_did_not_run():
+    eager = dict(zip(("flash", "flash_triton", "flash_triton_python", "flash_cuda", "sdpa_flash", "sdpa_cudnn"),
+                     np.random.default_rng().uniform(50, 500, 6)))
+    floor = pd.DataFrame({"impl": list(eager), "eager": pd.Series(list(eager.values()), dtype=object)})
+    facts = flash_training.floor_facts(floor)
+    ours = ("flash", "flash_triton", "flash_triton_python", "flash_cuda")
+    assert set(facts) == {f"{impl}_over_sdpa" for impl in ours}
+    assert all(np.isclose(facts[f"{impl}_over_sdpa"], eager[impl] / eager["sdpa_flash"]) for impl in ours)
+    # an implementation that could not run on this machine is marked so in the table: its ratio is NaN, not a number
+    floor.loc[floor.impl == "flash_cuda", "eager"] = flash_sweep.UNSUPPORTED
+    facts = flash_training.floor_facts(floor)
+    assert np.isnan(facts["flash_cuda_over_sdpa"]) and np.isclose(facts["flash_over_sdpa"],
+                                                                   eager["flash"] / eager["sdpa_flash"])
+
+
 def test_in_model_sets_ours_beside_sdpa_per_point_and_names_each_oom_once():
     runs = pd.DataFrame([
         {"size": "s", "compile": c, "context_length": 512, "attention": a, "step_ms": ms, "status": "ok",

@@ -186,7 +186,7 @@ def graphed(step: Callable) -> Callable:
 
 def call_floor(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 300, rounds: int = 5,
                is_causal: bool = True,
-               impls=("flash_triton", "flash_triton_python", "flash_cuda", "sdpa_flash", "sdpa_cudnn"),
+               impls=("flash", "flash_triton", "flash_triton_python", "flash_cuda", "sdpa_flash", "sdpa_cudnn"),
                modes=("eager", "compiled", "CUDA graph")
                ) -> pd.DataFrame:
     """Wall µs per forward and backward call at a shape too small to keep the GPU busy: eager, under

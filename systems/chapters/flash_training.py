@@ -53,7 +53,7 @@ def floor_facts(floor: pd.DataFrame) -> dict:
     :func:`systems.bench.call_overhead.call_floor`); NaN where one could not run."""
     eager = pd.to_numeric(floor.set_index("impl").eager, errors="coerce")
     return {f"{impl}_over_sdpa": eager.get(impl, float("nan")) / eager.get("sdpa_flash", float("nan"))
-            for impl in ("flash_triton", "flash_triton_python", "flash_cuda")}
+            for impl in ("flash", "flash_triton", "flash_triton_python", "flash_cuda")}
 
 
 def training_summary(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
