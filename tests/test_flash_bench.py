@@ -188,6 +188,7 @@ def test_in_model_sets_ours_beside_sdpa_per_point_and_names_each_oom_once():
           "status": "OOM"} for a in ("sdpa", "flash_triton", "flash")])
     table, found = flash_training.in_model(runs)
     assert list(zip(table["size"], table["mode"])) == [("s", "eager"), ("s", "compiled"), ("xl", "eager")]
+    assert list(table.columns[3:7]) == ["sdpa", "flash_triton", "flash", "flash_triton/sdpa"]  # SDPA's first, then ours
     assert list(table["flash_triton/sdpa"][:2]) == [0.9, 1.25] and table["flash_triton/sdpa"].isna().iloc[2]
     assert list(table["flash/sdpa"][:2]) == [1.05, 0.75] and table["flash/sdpa"].isna().iloc[2]
     assert list(table.iloc[2][["sdpa", "flash_triton", "flash"]]) == ["OOM"] * 3  # shown as such, not as a blank

@@ -276,13 +276,14 @@ def model_table(runs: pd.DataFrame) -> pd.DataFrame:
     ok = runs.assign(mode=runs.compile.map({False: "eager", True: "compiled"}))
     steps = ok.step_ms.astype(object).where(ok.status == "ok", ok.status)
     point = ["size", "mode", "context_length"]
+    ours_all = [a for a in ok.attention.unique() if a != "sdpa"]  # in the order the steps took them
     table = ok.assign(step_ms=steps).pivot(index=point, columns="attention", values="step_ms")
-    table = table.reindex(pd.MultiIndex.from_frame(ok[point].drop_duplicates()))
+    table = table.reindex(index=pd.MultiIndex.from_frame(ok[point].drop_duplicates()), columns=["sdpa", *ours_all])
     table = table.reset_index()
     table.columns.name = None
     times = ok[ok.status == "ok"].set_index(point + ["attention"]).step_times_ms
     theirs = pd.to_numeric(table.sdpa, errors="coerce")
-    for ours in (a for a in ok.attention.unique() if a != "sdpa"):
+    for ours in ours_all:
         table[f"{ours}/sdpa"] = pd.to_numeric(table[ours], errors="coerce") / theirs
         bounds = [ratio_interval(times[(*key, ours)], times[(*key, "sdpa")])
                   if (*key, ours) in times.index and (*key, "sdpa") in times.index else (np.nan, np.nan)
