@@ -114,8 +114,8 @@ report.glue("flash_fastest_kernels", fastest_flash(local_device()))
 #
 # A replayed graph removes the host from the call: what is left is the kernels' own time and their launch gaps on
 # the GPU, what a model captured in CUDA graphs pays (`torch.compile(mode="reduce-overhead")` captures the same way,
-# with bookkeeping of its own per call). In eager mode the floor is the Python path above, which the model pays
-# once per layer and pass.
+# with bookkeeping of its own per call). In eager mode the floor is the host's path above (for ours, the C++
+# operator), which the model pays once per layer and pass.
 #
 # ## At the shapes people train with
 #
