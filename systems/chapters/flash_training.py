@@ -119,8 +119,8 @@ def _tally(rows: pd.DataFrame, ours: str) -> dict:
 def in_model_ratios(table: pd.DataFrame) -> pd.DataFrame:
     """:func:`in_model`'s ratios of ours over SDPA's step, one row per point and attention of ours (``ours``,
     ``ratio``), for a figure with a panel per attention."""
-    ours = [column.removesuffix("/sdpa") for column in table if column.endswith("/sdpa")]
-    return table.melt(id_vars=["size", "mode", "context_length"], value_vars=[f"{a}/sdpa" for a in ours],
+    return table.melt(id_vars=["size", "mode", "context_length"],
+                      value_vars=[column for column in table if column.endswith("/sdpa")],
                       var_name="ours", value_name="ratio").assign(ours=lambda t: t.ours.str.removesuffix("/sdpa"))
 
 
@@ -194,7 +194,7 @@ def apart_facts(apart: pd.DataFrame) -> dict:
         ratios["fresh_high"] < ratios["here_low"],
         "The intervals do not overlap: outside the notebook's kernel ours fares better, so part of the difference "
         "measured here belongs to the process around the steps, not to the kernels or the launch path.",
-        pick(fresh["flash_triton/sdpa"] < here["flash_triton/sdpa"] and ratios["fresh_low"] <= 1 < ratios["here_low"],
+        pick(ratios["fresh"] < ratios["here"] and ratios["fresh_low"] <= 1 < ratios["here_low"],
              "In the fresh process the interval holds 1 where here it does not, but the two intervals overlap: a "
              "hint that the process around the steps costs ours more than SDPA's, not a measurement of how much.",
              "Outside the notebook's kernel the ratio is no better: the process around the steps is not what sets "
