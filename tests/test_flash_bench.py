@@ -58,10 +58,14 @@ def test_call_overhead_times_every_layer_of_the_call_path():
     in_python = table[table.impl == "SDPA flash kernels in a Python autograd.Function"]
     assert list(in_python.what) == whole
     assert list(table[table.impl == "sdpa_flash"].what) == ["forward"] + whole
+    assert list(table[table.impl == "flash"].what) == whole  # our fastest, whichever kernels it takes here
+    cuda = table[table.impl == "flash_cuda"]
     if not torch.cuda.is_available():
         assert list(in_python.host_us) == [flash_sweep.UNSUPPORTED] * 2  # SDPA's flash kernels need a GPU
+        assert list(cuda.what) == whole and list(cuda.host_us) == [flash_sweep.UNSUPPORTED] * 2
+        assert "flash_hopper" not in set(table.impl)  # the operators alone are timed on a GPU only
     timed = table[table.host_us != flash_sweep.UNSUPPORTED]
-    assert set(timed.impl) >= {"flash_triton", "autograd.Function doing nothing"}
+    assert set(timed.impl) >= {"flash_triton", "flash", "autograd.Function doing nothing"}
     assert all(0 < h <= w for h, w in zip(timed.host_us, timed.wall_us))
 
 
@@ -283,6 +287,30 @@ def test_the_call_words_say_more_where_the_calling_thread_costs_more():
         assert word == ("less" if shifts[impl] > 0 else "more") and float(amount) == pytest.approx(abs(shifts[impl]),
                                                                                                     rel=5e-3)
     assert "-" not in words
+
+
+def test_the_call_words_set_our_fastest_call_beside_its_operators_where_the_hopper_ones_ran():
+    rng = np.random.default_rng()
+    impls = ("flash_triton", "flash_triton_python", flash_training.PYTHON_SDPA, "sdpa_flash",
+             flash_training.NOTHING, "flash")
+    rows = [{"impl": impl, "what": what, "host_us": rng.uniform(100, 400)}
+            for impl in impls for what in ("forward + backward", call_overhead.ON_CALLING_THREAD)]
+    without = flash_training.call_facts(pd.DataFrame(rows))["words"]
+    assert "fastest" not in without  # no Hopper operators timed: flash is not theirs
+    operators = {impl: rng.uniform(10, 40, 2) for impl in ("flash_triton", "flash_hopper")}
+    rows += [{"impl": impl, "what": what, "host_us": us} for impl, times in operators.items()
+             for what, us in zip(call_overhead.OPERATORS[impl][2:], times)]
+    rows += [{"impl": "flash_cuda", "what": what, "host_us": flash_sweep.UNSUPPORTED}
+             for what in call_overhead.OPERATORS["flash_cuda"][2:]]
+    words = flash_training.call_facts(pd.DataFrame(rows))["words"]
+    assert words.startswith(without)
+    fastest = next(r["host_us"] for r in rows if r["impl"] == "flash" and r["what"] == "forward + backward")
+    said = re.search(r'Our fastest, attention "flash", runs the Hopper kernels here: the host spends (\d+) µs on its '
+                     r"forward and backward call, (\d+) µs of it in their two C\+\+ operators alone; the Triton "
+                     r"kernels' take (\d+) µs\.$", words)
+    assert said, words
+    assert [int(x) for x in said.groups()] == [round(fastest), round(operators["flash_hopper"].sum()),
+                                               round(operators["flash_triton"].sum())]
 
 
 def test_a_fresh_process_that_fails_says_why():

@@ -3,11 +3,12 @@
 At one head of 128 tokens the kernels have almost nothing to do, so a call costs what the host spends
 issuing it. :func:`call_overhead` times calls back to back, layer by layer of our forward's call path from Python
 (the checks, one kernel launch through Triton's JIT with fixed and with autotuned tiles, the allocation and the
-remembered launch a later call makes, the custom op, the autograd function) and the backward's launches; then the
-C++ host path's forward and backward ops; a Python autograd function that does nothing; SDPA's own FlashAttention-2
+remembered launch a later call makes, the custom op, the autograd function) and the backward's launches; then
+each C++ operator pair of ours alone, forward and backward, where it runs (the Triton kernels' host path, the CUDA
+C++ kernels', the Hopper kernels'); a Python autograd function that does nothing; SDPA's own FlashAttention-2
 kernels inside a Python autograd function (what autograd through Python costs a C++ kernel path); then whole calls
-of ours (from C++ and from Python) and of the SDPA back ends, each also with its backward on the calling thread
-instead of autograd's device thread. :func:`call_floor` times whole calls eager, compiled and replayed from a CUDA
+of ours (the Triton kernels from C++ and from Python, ``flash``, ``flash_cuda``) and of the SDPA back ends, each
+also with its backward on the calling thread instead of autograd's device thread. :func:`call_floor` times whole calls eager, compiled and replayed from a CUDA
 graph.
 
     python -m systems.bench.call_overhead [--floor]
@@ -25,6 +26,7 @@ from tqdm.auto import tqdm
 
 from systems.attention import unavailable
 from systems.attention._checks import check_attention_inputs
+from systems.attention.flash_cpp import cuda_unsupported
 from systems.attention.peers import Unavailable, refused
 from systems.bench.flash_sweep import TENSOR_DTYPES, UNSUPPORTED, attention
 from systems.cli import integer
@@ -130,9 +132,11 @@ def call_overhead(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 
         ("flash_triton", "backward, allocations + remembered launches"):
             lambda: launch.backward(qd, kd, vd, o, do_d, L, is_causal, tuned),
         ("flash_triton_python", "forward + backward"): backward_of(ours_python),
-        **_host_path_steps(qd, kd, vd, do_d, is_causal),
+        **_operator_steps(qd, kd, vd, do_d, is_causal),
         ("flash_triton", "forward, the public function (from C++ on a GPU)"): lambda: ours(q, k, v, is_causal),
         ("flash_triton", "forward + backward"): backward_of(ours),
+        **{(impl, "forward + backward"): backward_of(_refusing(_unavailable(impl, q), attention(impl)))
+           for impl in ("flash", "flash_cuda")},
         ("autograd.Function doing nothing", "forward + backward"): backward_of(lambda q, k, v, c: _Nothing.apply(q)),
         ("SDPA flash kernels in a Python autograd.Function", "forward + backward"):
             backward_of(_SdpaFlashInPython.apply),
@@ -155,18 +159,55 @@ def call_overhead(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 
     return pd.DataFrame(rows)
 
 
-def _host_path_steps(q, k, v, do, is_causal: bool) -> dict[tuple[str, str], Callable]:
-    """The C++ host path's forward and backward ops alone (no autograd), where it builds (on a GPU)."""
+# Each C++ operator pair of ours (the ops in ``torch.ops.systems_flash`` below its autograd node) and the words of
+# its two rows: the Triton kernels' host path launches the kernels a first call's plan remembered
+OPERATORS = {
+    "flash_triton": ("triton_forward", "triton_backward", "forward, C++ operator (allocation + remembered launch)",
+                     "backward, C++ operator (allocations + remembered launches)"),
+    "flash_cuda": ("forward", "backward", "forward, C++ operator (allocations + launches)",
+                   "backward, C++ operator (allocations + launches)"),
+    "flash_hopper": ("hopper_attention_forward", "hopper_attention_backward",
+                     "forward, C++ operator (allocations + launches)", "backward, C++ operator (allocations + launches)"),
+}
+
+
+def _unavailable(impl: str, q: torch.Tensor) -> str | None:
+    """Why ``impl`` cannot take ``q`` here, or None; for ``flash_hopper`` also inputs its kernels do not take (the
+    name sends those to the Triton kernels, whose operators are timed as theirs)."""
+    why = unavailable(impl, q.device, q.dtype, q.shape[-1])
+    if why is None and impl == "flash_hopper":
+        from systems.attention.flash_cpp.hopper import HEAD_DIMS
+
+        why = cuda_unsupported(q.dtype, q.shape[-1], HEAD_DIMS)
+    return why
+
+
+def _refusing(why: str | None, attend: Callable) -> Callable:
+    """``attend``, or where it cannot run (``why``) a stand-in that says so as PyTorch's back ends refuse."""
+    if why is None:
+        return attend
+
+    def refuse(*args):
+        raise Unavailable(why)
+    return refuse
+
+
+def _operator_steps(q, k, v, do, is_causal: bool) -> dict[tuple[str, str], Callable]:
+    """Each C++ operator pair of ours alone, forward and backward (no autograd), where it runs (on a GPU where it
+    builds and takes these inputs)."""
+    if q.device.type != "cuda":
+        return {}
     from systems.attention.flash_triton import host
 
-    if q.device.type != "cuda" or host.unavailable():
-        return {}
-    ops = torch.ops.systems_flash
-    o, L = ops.triton_forward(q, k, v, is_causal)
-    return {("flash_triton", "forward, C++ operator (allocation + remembered launch)"):
-                lambda: ops.triton_forward(q, k, v, is_causal),
-            ("flash_triton", "backward, C++ operator (allocations + remembered launches)"):
-                lambda: ops.triton_backward(q, k, v, o, do, L, is_causal)}
+    steps = {}
+    for impl, (forward_op, backward_op, forward_words, backward_words) in OPERATORS.items():
+        if (host.unavailable() if impl == "flash_triton" else _unavailable(impl, q)):
+            continue
+        forward, backward = getattr(torch.ops.systems_flash, forward_op), getattr(torch.ops.systems_flash, backward_op)
+        o, L = forward(q, k, v, is_causal)
+        steps[(impl, forward_words)] = lambda forward=forward: forward(q, k, v, is_causal)
+        steps[(impl, backward_words)] = lambda backward=backward, o=o, L=L: backward(q, k, v, o, do, L, is_causal)
+    return steps
 
 
 def graphed(step: Callable) -> Callable:

@@ -8,7 +8,7 @@ import math
 
 import pandas as pd
 
-from systems.bench.call_overhead import ON_CALLING_THREAD
+from systems.bench.call_overhead import ON_CALLING_THREAD, OPERATORS
 from systems.bench.flash_sweep import geometric_mean, model_sdpa_choice, model_table, ratios
 from systems.report import fmt, more_or_less, pick
 
@@ -45,7 +45,31 @@ def call_facts(overhead: pd.DataFrame) -> dict:
              f"one from Python {on_calling_thread['flash_triton_python']}, one of a Python autograd function doing "
              f"nothing {on_calling_thread[NOTHING]} and one of SDPA's flash back end "
              f"{on_calling_thread['sdpa_flash']}.")
-    return {"measured": True, "ours_us": ours, "sdpa_us": sdpa, "words": words}
+    return {"measured": True, "ours_us": ours, "sdpa_us": sdpa, "words": words + _fastest_call_words(host)}
+
+
+def _operators_us(host: pd.Series, impl: str) -> float | None:
+    """Host µs of ``impl``'s C++ operator pair alone, forward and backward, or None where they did not run."""
+    forward, backward = OPERATORS[impl][2:]
+    if (impl, forward) not in host.index or not isinstance(host[impl, forward], float):
+        return None
+    return host[impl, forward] + host[impl, backward]
+
+
+def _fastest_call_words(host: pd.Series) -> str:
+    """Our fastest attention's call beside its operators, where the Hopper kernels' operators ran (then it is
+    theirs): how much of its host time is the operators' own, and what the Triton kernels' and the CUDA C++ kernels'
+    operators take."""
+    fastest = host.get(("flash", "forward + backward"))
+    hopper = _operators_us(host, "flash_hopper")
+    if not isinstance(fastest, float) or hopper is None:
+        return ""
+    others = {words: us for words, us in (("the Triton kernels'", _operators_us(host, "flash_triton")),
+                                          ("the CUDA C++ kernels'", _operators_us(host, "flash_cuda")))
+              if us is not None}
+    return (f" Our fastest, attention \"flash\", runs the Hopper kernels here: the host spends {fastest:.0f} µs on its "
+            f"forward and backward call, {hopper:.0f} µs of it in their two C++ operators alone"
+            + "".join(f"; {words} take {us:.0f} µs" for words, us in others.items()) + ".")
 
 
 def floor_facts(floor: pd.DataFrame) -> dict:
