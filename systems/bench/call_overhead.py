@@ -8,8 +8,8 @@ each C++ operator pair of ours alone, forward and backward, where it runs (the T
 C++ kernels', the Hopper kernels'); a Python autograd function that does nothing; SDPA's own FlashAttention-2
 kernels inside a Python autograd function (what autograd through Python costs a C++ kernel path); then whole calls
 of ours (the Triton kernels from C++ and from Python, ``flash``, ``flash_cuda``) and of the SDPA back ends, each
-also with its backward on the calling thread instead of autograd's device thread. :func:`call_floor` times whole calls eager, compiled and replayed from a CUDA
-graph.
+also with its backward on the calling thread instead of autograd's device thread. :func:`call_floor` times whole
+calls eager, compiled and replayed from a CUDA graph.
 
     python -m systems.bench.call_overhead [--floor]
 """
@@ -161,13 +161,12 @@ def call_overhead(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 
 
 # Each C++ operator pair of ours (the ops in ``torch.ops.systems_flash`` below its autograd node) and the words of
 # its two rows: the Triton kernels' host path launches the kernels a first call's plan remembered
+_LAUNCHING = ("forward, C++ operator (allocations + launches)", "backward, C++ operator (allocations + launches)")
 OPERATORS = {
     "flash_triton": ("triton_forward", "triton_backward", "forward, C++ operator (allocation + remembered launch)",
                      "backward, C++ operator (allocations + remembered launches)"),
-    "flash_cuda": ("forward", "backward", "forward, C++ operator (allocations + launches)",
-                   "backward, C++ operator (allocations + launches)"),
-    "flash_hopper": ("hopper_attention_forward", "hopper_attention_backward",
-                     "forward, C++ operator (allocations + launches)", "backward, C++ operator (allocations + launches)"),
+    "flash_cuda": ("forward", "backward", *_LAUNCHING),
+    "flash_hopper": ("hopper_attention_forward", "hopper_attention_backward", *_LAUNCHING),
 }
 
 

@@ -67,8 +67,8 @@ def _fastest_call_words(host: pd.Series) -> str:
     others = {words: us for words, us in (("the Triton kernels'", _operators_us(host, "flash_triton")),
                                           ("the CUDA C++ kernels'", _operators_us(host, "flash_cuda")))
               if us is not None}
-    return (f" Our fastest, attention \"flash\", runs the Hopper kernels here: the host spends {fastest:.0f} µs on its "
-            f"forward and backward call, {hopper:.0f} µs of it in their two C++ operators alone"
+    return (f" Our fastest, attention \"flash\", runs the Hopper kernels here: the host spends {fastest:.0f} µs on "
+            f"its forward and backward call, {hopper:.0f} µs of it in their two C++ operators alone"
             + "".join(f"; {words} take {us:.0f} µs" for words, us in others.items()) + ".")
 
 
