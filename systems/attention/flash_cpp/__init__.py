@@ -39,7 +39,8 @@ from typing import Callable
 
 import torch
 
-from systems.attention._checks import as_4d, check_attention_inputs, check_is_causal, refuse_double_backward
+from systems.attention._checks import (as_4d, check_attention_inputs, check_is_causal, refuse_double_backward,
+                                       shaped_as)
 
 HERE = Path(__file__).parent
 SOURCES = (HERE / "flash.cpp",)
@@ -183,7 +184,7 @@ def cuda_unsupported(dtype: torch.dtype, head_dim: int, head_dims: tuple[int, ..
 
 
 def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool) -> torch.Tensor:
-    return torch.ops.systems_flash.attention(as_4d(q), as_4d(k), as_4d(v), is_causal).view(q.shape)
+    return shaped_as(torch.ops.systems_flash.attention(as_4d(q), as_4d(k), as_4d(v), is_causal), q)
 
 
 def why_it_cannot_run(check: Callable[[torch.device], str | None], built: bool, device: torch.device, kind: str

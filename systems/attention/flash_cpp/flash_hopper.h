@@ -41,7 +41,7 @@ inline Variant fastest(int head_dim, bool is_causal, int64_t keys) {
 
 // O and the log-sum-exp L (fp32, (B, H, Nq) contiguous, natural log) from Q, K, V, whose rows the copy engine reads
 // (16-byte aligned data and strides); next_item is an int of scratch (the persistent grid's counter, zeroed on the
-// stream before the kernel). Returns the launch's error.
+// stream before the kernel where the grid has fewer blocks than query tiles). Returns the launch's error.
 cudaError_t forward(const systems_flash_cuda::Problem& problem, systems_flash_cuda::Rows q, systems_flash_cuda::Rows k,
                     systems_flash_cuda::Rows v, systems_flash_cuda::Rows o, float* L, int* next_item,
                     cudaStream_t stream, const Variant& variant);

@@ -787,12 +787,10 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
       error != cudaSuccess) {
     return error;
   }
-  CUtensorMap k128, v128, q64, do64, q128, do128, k64, v64;
+  // the dK/dV pass's maps; the dQ pass's four only where it runs (each encoding is host time of every call)
+  CUtensorMap k128, v128, q64, do64;
   for (cudaError_t error : {tensor_map(&k128, p, k, p.n_keys, BLOCK_ROWS), tensor_map(&v128, p, v, p.n_keys, BLOCK_ROWS),
-                            tensor_map(&q64, p, q, p.n_queries, ROWS), tensor_map(&do64, p, dout, p.n_queries, ROWS),
-                            tensor_map(&q128, p, q, p.n_queries, BLOCK_ROWS),
-                            tensor_map(&do128, p, dout, p.n_queries, BLOCK_ROWS),
-                            tensor_map(&k64, p, k, p.n_keys, ROWS), tensor_map(&v64, p, v, p.n_keys, ROWS)}) {
+                            tensor_map(&q64, p, q, p.n_queries, ROWS), tensor_map(&do64, p, dout, p.n_queries, ROWS)}) {
     if (error != cudaSuccess) return error;
   }
   if (dq_acc != nullptr) {
@@ -811,8 +809,12 @@ cudaError_t launch_backward(const Problem& p, Rows q, Rows k, Rows v, Rows o, Ro
   constexpr int DQ_SHARED = sizeof(BackwardShared<HEAD_DIM, DQ_STAGES>) + 1024;
   constexpr auto dkdv = hopper_bwd_dkdv_kernel<T, HEAD_DIM, DEPTH, DKDV_STAGES<HEAD_DIM, CAUSAL>, CAUSAL, false>;
   constexpr auto dq_kernel = hopper_bwd_dq_kernel<T, HEAD_DIM, DEPTH, DQ_STAGES, CAUSAL>;
+  CUtensorMap q128, do128, k64, v64;
   for (cudaError_t error : {systems_flash_cuda::allow_shared<dkdv>(DKDV_SHARED),
-                            systems_flash_cuda::allow_shared<dq_kernel>(DQ_SHARED)}) {
+                            systems_flash_cuda::allow_shared<dq_kernel>(DQ_SHARED),
+                            tensor_map(&q128, p, q, p.n_queries, BLOCK_ROWS),
+                            tensor_map(&do128, p, dout, p.n_queries, BLOCK_ROWS),
+                            tensor_map(&k64, p, k, p.n_keys, ROWS), tensor_map(&v64, p, v, p.n_keys, ROWS)}) {
     if (error != cudaSuccess) return error;
   }
   dkdv<<<key_block_count(p), THREADS, DKDV_SHARED, stream>>>(k128, v128, q64, do64, p, L, delta, dk, dv, nullptr);

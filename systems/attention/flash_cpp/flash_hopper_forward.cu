@@ -261,7 +261,7 @@ __device__ __forceinline__ void consume(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& 
 }
 
 // The producer thread: each query tile named to the consumers, the first the block's own and then the counter's
-// next, taken once the last one's copies are all asked for; its Q once the consumers have read the last Q, and its
+// next (none without a counter: a grid of a block per tile), taken once the last one's copies are all asked for; its Q once the consumers have read the last Q, and its
 // K and V tiles into the ring as stages come free.
 template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS, bool CAUSAL>
 __device__ __forceinline__ void produce(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& sh, const Problem& p,
@@ -298,7 +298,7 @@ __device__ __forceinline__ void produce(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& 
       }
     }
     walked += turn.n_tiles;
-    item = gridDim.x + atomicAdd(next_item, 1);
+    item = gridDim.x + (next_item == nullptr ? 0 : atomicAdd(next_item, 1));
   }
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
@@ -351,9 +351,13 @@ cudaError_t launch(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, i
   constexpr auto kernel = hopper_fwd_kernel<T, HEAD_DIM, DEPTH, STAGES, CONSUMERS, CAUSAL, PINGPONG, HALF_LAST>;
   const cudaError_t error = systems_flash_cuda::allow_shared<kernel>(SHARED);
   if (error != cudaSuccess) return error;
-  if (const cudaError_t error = cudaMemsetAsync(next_item, 0, sizeof(int), stream); error != cudaSuccess) return error;
-  const int blocks = std::min(query_tile_count<CONSUMERS>(p), multiprocessors());
-  kernel<<<blocks, B::THREADS, SHARED, stream>>>(maps[0], maps[1], maps[2], p, o, L, next_item);
+  const int tiles = query_tile_count<CONSUMERS>(p), blocks = std::min(tiles, multiprocessors());
+  // a grid of a block per query tile takes none from the counter: no zeroing to issue, a launch less in a small call
+  int* const counter = blocks < tiles ? next_item : nullptr;
+  if (counter != nullptr) {
+    if (const cudaError_t error = cudaMemsetAsync(counter, 0, sizeof(int), stream); error != cudaSuccess) return error;
+  }
+  kernel<<<blocks, B::THREADS, SHARED, stream>>>(maps[0], maps[1], maps[2], p, o, L, counter);
   return cudaGetLastError();
 }
 

@@ -27,7 +27,7 @@ import functools
 
 import torch
 
-from systems.attention._checks import as_4d, check_attention_inputs, check_is_causal
+from systems.attention._checks import as_4d, check_attention_inputs, check_is_causal, shaped_as
 from systems.attention.flash_cpp import (HERE, build_extension, cuda_machine_unavailable, cuda_unsupported,
                                          why_it_cannot_run)
 
@@ -95,7 +95,7 @@ def flash_attention_hopper(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is
     why = why_it_cannot_run(unavailable, _READY, q.device, "cuda")
     if why:
         raise RuntimeError(f"flash_hopper {why}")
-    return torch.ops.systems_flash.hopper_attention(as_4d(q), as_4d(k), as_4d(v), is_causal).view(q.shape)
+    return shaped_as(torch.ops.systems_flash.hopper_attention(as_4d(q), as_4d(k), as_4d(v), is_causal), q)
 
 
 def backward_hopper_cuda(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, do: torch.Tensor,

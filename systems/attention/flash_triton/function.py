@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from systems.attention._checks import as_4d, check_attention_inputs, check_is_causal, refuse_double_backward
+from systems.attention._checks import (as_4d, check_attention_inputs, check_is_causal, refuse_double_backward,
+                                       shaped_as)
 from systems.attention.flash_triton import host, launch, ops
 from systems.triton_interpreter import INTERPRET
 from systems.attention.flash_triton.tiles import DEFAULT, DEFAULT_CODE, FlashConfig
@@ -65,7 +66,7 @@ def flash_attention_triton(
     :class:`FlashAttentionTriton`."""
     if config is None and q.is_cuda and not torch.compiler.is_compiling() and (host.READY or not host.unavailable()):
         _checked(q, k, v, is_causal)
-        return torch.ops.systems_flash.triton_attention(as_4d(q), as_4d(k), as_4d(v), is_causal).view(q.shape)
+        return shaped_as(torch.ops.systems_flash.triton_attention(as_4d(q), as_4d(k), as_4d(v), is_causal), q)
     return FlashAttentionTriton.apply(q, k, v, is_causal, config)
 
 
