@@ -261,8 +261,8 @@ __device__ __forceinline__ void consume(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& 
 }
 
 // The producer thread: each query tile named to the consumers, the first the block's own and then the counter's
-// next (none without a counter: a grid of a block per tile), taken once the last one's copies are all asked for; its Q once the consumers have read the last Q, and its
-// K and V tiles into the ring as stages come free.
+// next (none without a counter: a grid of a block per tile), taken once the last one's copies are all asked for;
+// its Q once the consumers have read the last Q, and its K and V tiles into the ring as stages come free.
 template <typename T, int HEAD_DIM, int STAGES, int CONSUMERS, bool CAUSAL>
 __device__ __forceinline__ void produce(Shared<T, HEAD_DIM, STAGES, CONSUMERS>& sh, const Problem& p,
                                         const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map,
