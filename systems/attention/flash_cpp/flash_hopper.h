@@ -39,9 +39,13 @@ inline Variant fastest(int head_dim, bool is_causal, int64_t keys) {
   return {3, true, head_dim == 64 && !(is_causal && keys < 2048) ? 3 : 2};
 }
 
+// Whether the forward's persistent grid has fewer blocks than `problem` has query tiles, so that its blocks take
+// tiles from a counter: then forward needs an int of scratch for it.
+bool forward_counts_tiles(const systems_flash_cuda::Problem& problem, const Variant& variant);
+
 // O and the log-sum-exp L (fp32, (B, H, Nq) contiguous, natural log) from Q, K, V, whose rows the copy engine reads
-// (16-byte aligned data and strides); next_item is an int of scratch (the persistent grid's counter, zeroed on the
-// stream before the kernel where the grid has fewer blocks than query tiles). Returns the launch's error.
+// (16-byte aligned data and strides); next_item is an int of scratch where forward_counts_tiles (the persistent
+// grid's counter, zeroed on the stream before the kernel), else nullptr. Returns the launch's error.
 cudaError_t forward(const systems_flash_cuda::Problem& problem, systems_flash_cuda::Rows q, systems_flash_cuda::Rows k,
                     systems_flash_cuda::Rows v, systems_flash_cuda::Rows o, float* L, int* next_item,
                     cudaStream_t stream, const Variant& variant);

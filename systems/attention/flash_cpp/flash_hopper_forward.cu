@@ -354,7 +354,8 @@ cudaError_t launch(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, i
   const int tiles = query_tile_count<CONSUMERS>(p), blocks = std::min(tiles, multiprocessors());
   // a grid of a block per query tile takes none from the counter: no zeroing to issue, a launch less in a small call
   int* const counter = blocks < tiles ? next_item : nullptr;
-  if (counter != nullptr) {
+  if (blocks < tiles) {
+    if (counter == nullptr) return cudaErrorInvalidValue;
     if (const cudaError_t error = cudaMemsetAsync(counter, 0, sizeof(int), stream); error != cudaSuccess) return error;
   }
   kernel<<<blocks, B::THREADS, SHARED, stream>>>(maps[0], maps[1], maps[2], p, o, L, counter);
@@ -417,6 +418,12 @@ cudaError_t launch_of(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L
 }
 
 }  // namespace
+
+bool forward_counts_tiles(const Problem& p, const Variant& variant) {
+  // the consumers launch_of runs: three at head dim 64 where the variant asks for them, else two
+  const int tiles = p.head_dim == 64 && variant.consumers == 3 ? query_tile_count<3>(p) : query_tile_count<2>(p);
+  return multiprocessors() < tiles;
+}
 
 cudaError_t forward(const Problem& p, Rows q, Rows k, Rows v, Rows o, float* L, int* next_item, cudaStream_t stream,
                     const Variant& variant) {
