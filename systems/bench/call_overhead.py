@@ -233,6 +233,12 @@ def call_floor(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 300
     ``torch.compile`` (the attention compiled, its backward run by autograd) and captured whole in a CUDA graph
     and replayed (:func:`graphed`): how much of the floor each way of calling removes, ours next to SDPA's.
 
+    The backward takes a gradient of the output's shape, as a model's backward hands it to attention. Calls that
+    differentiate ``o.sum()`` hand every implementation a gradient expanded from a scalar (every stride 0), which
+    the operators of our CUDA C++ and Hopper kernels copy before their kernels and the Triton kernels read in
+    place: ``flash_cuda`` and ``flash`` then timed 10 and 21 µs a call more than the Triton kernels, where with a
+    gradient of o's shape the three were level within 2.1 µs (book/log.md, 2026-12-03).
+
     Every way of calling is made ready first (compiled, tuned, captured); then ``rounds`` rounds time a block of
     ``n_calls`` of each in turn, and the table has each one's median block. A host-bound floor drifts with the
     machine by more than the implementations differ, so they are timed side by side in time rather than one
@@ -240,6 +246,7 @@ def call_floor(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 300
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(0)
     q, k, v = (torch.randn(*shape, device=device, dtype=TENSOR_DTYPES[dtype], requires_grad=True) for _ in "qkv")
+    do = torch.randn_like(q)
     why_not = {impl: unavailable(impl, device, q.dtype, shape[-1]) for impl in impls}  # once per implementation
     torch._dynamo.reset()
     ready, walls = {}, {}
@@ -248,7 +255,7 @@ def call_floor(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 300
 
         def step(attend=attend):
             # gradients returned, not accumulated into .grad: a captured step must not read the previous one's
-            torch.autograd.grad(attend(q, k, v, is_causal).sum(), (q, k, v))
+            torch.autograd.grad(attend(q, k, v, is_causal), (q, k, v), do)
 
         try:
             if why_not[impl]:
