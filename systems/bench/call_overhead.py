@@ -233,11 +233,10 @@ def call_floor(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 300
     ``torch.compile`` (the attention compiled, its backward run by autograd) and captured whole in a CUDA graph
     and replayed (:func:`graphed`): how much of the floor each way of calling removes, ours next to SDPA's.
 
-    The backward takes a gradient of the output's shape, as a model's backward hands it to attention. Calls that
-    differentiate ``o.sum()`` hand every implementation a gradient expanded from a scalar (every stride 0), which
-    the operators of our CUDA C++ and Hopper kernels copy before their kernels and the Triton kernels read in
-    place: ``flash_cuda`` and ``flash`` then timed 10 and 21 µs a call more than the Triton kernels, where with a
-    gradient of o's shape the three were level within 2.1 µs (book/log.md, 2026-12-03).
+    The backward takes a gradient of the output's shape, as a model's backward hands it to attention. That of
+    ``o.sum()`` is a scalar expanded over the output (every stride 0): the operators of our CUDA C++ and Hopper
+    kernels copy it before their kernels, the Triton kernels read it in place, and the floor would time that copy,
+    which a model never pays.
 
     Every way of calling is made ready first (compiled, tuned, captured); then ``rounds`` rounds time a block of
     ``n_calls`` of each in turn, and the table has each one's median block. A host-bound floor drifts with the

@@ -36,11 +36,14 @@ for run in ("run1_co1.txt", "run1_co2.txt"):
     for impl in ("flash", "flash_triton", "flash_cuda", "sdpa_flash", "sdpa_cudnn"):
         print(f"  {run}  whole call, forward + backward (a gradient of o's shape)  {impl:12s} {rows[impl, 'forward + backward']:7.2f}")
 
-print("\nRun 4 (call_overhead --floor, o.sum()): wall µs per call, and over sdpa_flash's in the same mode")
-floor_rows = [line.split() for line in (here / "run4_floor.txt").read_text().splitlines()[1:]]
-floor = pd.DataFrame([[float(x) for x in row[1:]] for row in floor_rows], columns=["eager", "compiled", "CUDA graph"],
-                     index=[row[0] for row in floor_rows])
-print(pd.concat([floor, (floor / floor.loc["sdpa_flash"]).add_suffix(" / sdpa_flash")], axis=1).round(3).to_string())
+for run, gradient in (("run4_floor.txt", "o.sum()"), ("run6_floor.txt", "a gradient of O's shape")):
+    print(f"\n{run} (call_overhead --floor, {gradient}): wall µs per call, and over sdpa_flash's in the same mode")
+    floor_rows = [line.split() for line in (here / run).read_text().splitlines()[1:]]
+    floor = pd.DataFrame([[float(x) for x in row[1:]] for row in floor_rows],
+                         columns=["eager", "compiled", "CUDA graph"], index=[row[0] for row in floor_rows])
+    floor["eager less flash_triton"] = floor.eager - floor.loc["flash_triton", "eager"]
+    ratios = (floor[["eager", "compiled", "CUDA graph"]] / floor.loc["sdpa_flash", ["eager", "compiled", "CUDA graph"]])
+    print(pd.concat([floor, ratios.add_suffix(" / sdpa_flash")], axis=1).round(3).to_string())
 
 print("\nRun 4 (eager_steps.py): eager training step, median ms of 20, and over sdpa's")
 steps = pd.DataFrame(lines("run4_steps.jsonl"))
