@@ -154,9 +154,10 @@ figures.lines(ft.training_ratios(shapes), "n_q", "time ratio", "d", "ours over S
 # the GPU from one phase into the next. Steps that short are bound by the host, whose speed drifts during a run (clocks,
 # where the threads land) by more than the difference we look for; so each point is one model whose blocks switch
 # attention between steps (same weights, optimizer and allocator), the three interleaved (A B C, C B A, ...) after 3
-# warm-up steps each. The table gives each attention's median of {glue:text}`flash_model_steps` steps and, for each
-# ratio, a 95% interval from a paired bootstrap over the interleaved steps (`low`, `high` after each attention of ours):
-# where it holds 1, the run cannot tell that one of ours from SDPA's. In the model, `sdpa` runs
+# warm-up steps each. The table gives each attention's median of {glue:text}`flash_model_steps` steps. Each ratio of
+# ours over SDPA's is the median of the rounds' ratios: a round's steps ran side by side, so the host's drift cancels
+# in each. After each attention of ours, `low` and `high` give the ratio's 95% interval, from a bootstrap over the
+# rounds: where it holds 1, the run cannot tell that one of ours from SDPA's. In the model, `sdpa` runs
 # {glue:text}`flash_model_sdpa_backends` (PyTorch's dispatcher chooses by device, dtype and the inputs' shapes and
 # strides); `flash` runs {glue:text}`flash_fastest_kernels`.
 

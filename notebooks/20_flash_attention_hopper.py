@@ -233,13 +233,13 @@ report.glue_all("hopper_backward", hopper.backward_facts(backward))
 # What a user trains with: the training step of each preset (bf16 autocast, AdamW) at context
 # {glue:text}`hopper_model_context`, the whole model under `torch.compile`, with `attention="flash_hopper"` against
 # `attention="sdpa"` on one model, the two interleaved as chapter 17 times them ({glue:text}`hopper_model_steps`
-# timed steps each, ratio of medians with its 95 % interval), at the largest batch (a power of two up to
-# {glue:text}`hopper_max_batch`) whose eager step fits on the GPU. The 2.7B preset's head dimension, 80,
-# runs in the kernels of head dimension 128: the copy engine fills the columns past 80 with zeros, the products over
-# the head dimension (S = QKᵀ; in the backward Sᵀ, dPᵀ, S and dP) take its first 80 columns alone, and those as wide
-# as it (PV, dV, dK, dQ) stay 128 wide, their stores stopping at column 80; the log has the measured effect. The name
-# to train with, `attention="flash"` (`systems.attention.fastest`), takes `flash_hopper` on an H100 or H200 where its
-# kernels build, and our Triton kernels on other GPUs.
+# timed steps each; the ratio the median of the rounds' ratios, with its 95 % interval), at the largest batch (a
+# power of two up to {glue:text}`hopper_max_batch`) whose eager step fits on the GPU. The 2.7B preset's head
+# dimension, 80, runs in the kernels of head dimension 128: the copy engine fills the columns past 80 with zeros, the
+# products over the head dimension (S = QKᵀ; in the backward Sᵀ, dPᵀ, S and dP) take its first 80 columns alone, and
+# those as wide as it (PV, dV, dK, dQ) stay 128 wide, their stores stopping at column 80; the log has the measured
+# effect. The name to train with, `attention="flash"` (`systems.attention.fastest`), takes `flash_hopper` on an H100
+# or H200 where its kernels build, and our Triton kernels on other GPUs.
 
 # %% tags=["nbval-ignore-output"]
 if on_hopper:

@@ -217,13 +217,28 @@ def test_in_model_sets_ours_beside_sdpa_per_point_and_names_each_oom_once():
     assert np.allclose(ratios.ratio[:2], [0.9, 1.25]) and np.allclose(ratios.ratio[3:5], [1.05, 0.75])
 
 
-def test_ratio_interval_pairs_the_interleaved_steps():
+def test_the_ratio_and_its_interval_pair_the_interleaved_steps():
     rng = np.random.default_rng()
-    drift = rng.uniform(1.0, 2.0, 12)  # the host's speed, shared by the two steps of a pair
+    drift = np.sort(rng.uniform(1.0, 2.0, 12))  # the host's speed, shared by the two steps of a pair
+    assert np.isclose(flash_sweep.paired_ratio(1.05 * drift, drift), 1.05)
     low, high = flash_sweep.ratio_interval(1.05 * drift, drift)
-    assert np.isclose(low, 1.05) and np.isclose(high, 1.05)  # unpaired, the drift would blur it
-    low, high = flash_sweep.ratio_interval(1.05 * drift, rng.permutation(drift))
+    assert np.isclose(low, 1.05) and np.isclose(high, 1.05)
+    # unpaired (the fastest of ours beside the slowest of theirs, and so on), the drift blurs it
+    low, high = flash_sweep.ratio_interval(1.05 * drift, drift[::-1])
     assert low < 1.05 < high and high - low > 0.05
+    # a pair's ratio cancels the drift the two medians let through: a slow spell in half the steps, ours 5 % slower
+    spell = np.where(np.arange(12) % 2 == 0, 1.0, 1.5) * rng.uniform(0.999, 1.001, 12)
+    ours, theirs = 1.05 * spell, spell.copy()
+    ours[0], theirs[1] = 1.5 * 1.05, 1.0  # one step each way moves the medians apart
+    assert np.isclose(flash_sweep.paired_ratio(ours, theirs), 1.05, rtol=3e-3)
+    assert not np.isclose(np.median(ours) / np.median(theirs), 1.05, rtol=3e-2)
+
+
+def test_the_paired_ratio_refuses_steps_that_are_not_in_pairs():
+    with pytest.raises(ValueError, match="as many of ours as of theirs"):
+        flash_sweep.paired_ratio([1.0, 2.0, 3.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="as many of ours as of theirs"):
+        flash_sweep.ratio_interval([], [])
 
 
 def test_model_steps_time_each_attention_on_one_model_per_point(tmp_path):
@@ -523,7 +538,7 @@ def test_the_compiled_steps_table_sets_ours_beside_sdpa_with_its_interval():
     assert list(table["size"]) == ["small", "xl", "2.7B"] and list(table.batch) == [32, 8, 0]
     assert table["flash_hopper"].tolist()[2] == "OOM" and np.isnan(table["flash_hopper / sdpa"].iloc[2])
     assert np.isclose(table["flash_hopper / sdpa"].iloc[1], 0.99) and table.high.iloc[1] < 1
-    assert facts["words"] == ("The step with flash_hopper is slower than with sdpa at small (1.024 times its time; "
+    assert facts["words"] == ("The step with flash_hopper is slower than with sdpa at small (1.010 times its time; "
                               "no 95 % interval lies wholly above 1), and no slower at the other 1 of the 2 sizes "
                               "that ran.")
     slower_everywhere = [dict(r, step_times_ms=[t + 5 for t in r["step_times_ms"]]) if r["attention"] == "flash_hopper"
@@ -531,7 +546,7 @@ def test_the_compiled_steps_table_sets_ours_beside_sdpa_with_its_interval():
     for r in slower_everywhere:
         r["step_ms"] = float(np.median(r["step_times_ms"]))
     assert hopper.model_steps(pd.DataFrame(slower_everywhere))[1]["words"] == (
-        "The step with flash_hopper is slower than with sdpa at small and xl (1.040 to 1.500 times its time; the 95 % "
+        "The step with flash_hopper is slower than with sdpa at small and xl (1.040 to 1.487 times its time; the 95 % "
         "interval lies wholly above 1 at small and xl).")
     assert hopper.model_steps(pd.DataFrame(rows[2:]))[1]["words"] == (
         "The step with flash_hopper is no slower than with sdpa at the one size that ran (0.990 times its time).")

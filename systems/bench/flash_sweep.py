@@ -269,8 +269,8 @@ def here_and_apart(size: str, context: int, tokens: int, dtype: str, steps: int,
 def model_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Training steps of the model with each attention (rows of :func:`systems.bench.attention_steps.interleaved`,
     one per size, mode, context and attention): ms per step side by side ("OOM" where the model did not fit), and
-    each of ours over SDPA's with its 95% interval (:func:`ratio_interval`): columns ``A/sdpa``, ``A low`` and
-    ``A high`` for every attention ``A`` but ``sdpa``."""
+    each of ours over SDPA's (:func:`paired_ratio`) with its 95% interval (:func:`ratio_interval`): columns
+    ``A/sdpa``, ``A low`` and ``A high`` for every attention ``A`` but ``sdpa``."""
     # a point where every attention ran out of memory has no times at all, not even an empty column of them
     runs = runs.reindex(columns=[*runs.columns, *{"step_ms", "step_times_ms"} - set(runs.columns)])
     ok = runs.assign(mode=runs.compile.map({False: "eager", True: "compiled"}))
@@ -282,22 +282,35 @@ def model_table(runs: pd.DataFrame) -> pd.DataFrame:
     table = table.reset_index()
     table.columns.name = None
     times = ok[ok.status == "ok"].set_index(point + ["attention"]).step_times_ms
-    theirs = pd.to_numeric(table.sdpa, errors="coerce")
     for ours in ours_all:
-        table[f"{ours}/sdpa"] = pd.to_numeric(table[ours], errors="coerce") / theirs
-        bounds = [ratio_interval(times[(*key, ours)], times[(*key, "sdpa")])
-                  if (*key, ours) in times.index and (*key, "sdpa") in times.index else (np.nan, np.nan)
+        paired = [(times[(*key, ours)], times[(*key, "sdpa")])
+                  if (*key, ours) in times.index and (*key, "sdpa") in times.index else None
                   for key in table[point].itertuples(index=False)]
+        table[f"{ours}/sdpa"] = [np.nan if p is None else paired_ratio(*p) for p in paired]
+        bounds = [(np.nan, np.nan) if p is None else ratio_interval(*p) for p in paired]
         table[f"{ours} low"], table[f"{ours} high"] = [b[0] for b in bounds], [b[1] for b in bounds]
     return table
 
 
-def ratio_interval(ours, theirs, draws: int = 4000, seed: int = 0) -> tuple[float, float]:
-    """95% interval of median(ours) / median(theirs) for steps taken in pairs (interleaved, so that step i of each
-    saw the same moment of the host): a paired bootstrap, seeded so the table repeats."""
+def _pair_ratios(ours, theirs) -> np.ndarray:
     a, b = np.asarray(ours, dtype=float), np.asarray(theirs, dtype=float)
-    idx = np.random.default_rng(seed).integers(0, len(a), (draws, len(a)))
-    low, high = np.percentile(np.median(a[idx], axis=1) / np.median(b[idx], axis=1), [2.5, 97.5])
+    if a.shape != b.shape or a.ndim != 1 or len(a) == 0:
+        raise ValueError(f"steps taken in pairs need as many of ours as of theirs, got {a.shape} and {b.shape}")
+    return a / b
+
+
+def paired_ratio(ours, theirs) -> float:
+    """Ours over theirs for steps taken in pairs (interleaved, so that step i of each saw the same moment of the
+    host): the median of the pairs' ratios. A pair shares the host's drift, which cancels in its ratio; a ratio of
+    the two medians lets it through wherever the medians fall on steps the host ran at different speeds."""
+    return float(np.median(_pair_ratios(ours, theirs)))
+
+
+def ratio_interval(ours, theirs, draws: int = 4000, seed: int = 0) -> tuple[float, float]:
+    """95% interval of :func:`paired_ratio`: a bootstrap over the pairs, seeded so the table repeats."""
+    ratios = _pair_ratios(ours, theirs)
+    idx = np.random.default_rng(seed).integers(0, len(ratios), (draws, len(ratios)))
+    low, high = np.percentile(np.median(ratios[idx], axis=1), [2.5, 97.5])
     return float(low), float(high)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from systems.bench.flash_sweep import ratio_interval, wide
+from systems.bench.flash_sweep import paired_ratio, ratio_interval, wide
 from systems.report import listed, pick, times
 
 TENSOR_CORES, COPY = "tensor cores", "copy engine (producer)"
@@ -178,7 +178,8 @@ def backward_facts(backward: pd.DataFrame | None, impl: str = "CUDA C++ (Hopper)
 
 def model_steps(runs: pd.DataFrame, ours: str = "flash_hopper") -> tuple[pd.DataFrame, dict]:
     """From :func:`systems.bench.flash_sweep.compiled_steps_at_largest_batch`'s rows: per size its batch, each
-    attention's median step (ms, or why it has none), ``ours`` over ``sdpa`` with its 95 % interval
+    attention's median step (ms, or why it has none), ``ours`` over ``sdpa``
+    (:func:`systems.bench.flash_sweep.paired_ratio`) with its 95 % interval
     (:func:`systems.bench.flash_sweep.ratio_interval`); and where ours is slower, in words."""
     rows = []
     for size, point in runs.groupby("size", sort=False):
@@ -187,9 +188,9 @@ def model_steps(runs: pd.DataFrame, ours: str = "flash_hopper") -> tuple[pd.Data
         for name in (ours, "sdpa"):
             row[name] = by.step_ms[name] if by.status[name] == "ok" else by.status[name]
         ran = by.status[ours] == "ok" and by.status["sdpa"] == "ok"
-        row[f"{ours} / sdpa"] = by.step_ms[ours] / by.step_ms["sdpa"] if ran else np.nan
-        row["low"], row["high"] = (ratio_interval(by.step_times_ms[ours], by.step_times_ms["sdpa"]) if ran
-                                   else (np.nan, np.nan))
+        pair = (by.step_times_ms[ours], by.step_times_ms["sdpa"])
+        row[f"{ours} / sdpa"] = paired_ratio(*pair) if ran else np.nan
+        row["low"], row["high"] = ratio_interval(*pair) if ran else (np.nan, np.nan)
         rows.append(row)
     table = pd.DataFrame(rows)
     ratio = table[f"{ours} / sdpa"].dropna()
