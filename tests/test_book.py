@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import types
 from pathlib import Path
 
 import pytest
@@ -113,6 +114,18 @@ def test_every_chapter_names_its_machine_date_and_an_existing_commit(html):
         for commit in line.select("code.commit"):
             assert provenance.commit_exists(commit.get_text()) is not False, (
                 f"{entry} names commit {commit.get_text()}, which is not in this repository")
+
+
+def test_every_build_reads_the_executed_chapters_again_for_their_banners():
+    # the banner says whether notebooks/NAME.py changed since the run, which Sphinx does not track: a build that
+    # read only the documents it saw change kept the banner of the build before
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        from provenance_banner import every_chapter_outdated
+    finally:
+        sys.path.remove(str(ROOT / "book" / "_ext"))
+    env = types.SimpleNamespace(found_docs={"intro", "book/log", "book/executed/20_x", "book/executed/07_y"})
+    assert every_chapter_outdated(None, env, set(), set(), set()) == ["book/executed/07_y", "book/executed/20_x"]
 
 
 @pytest.mark.book

@@ -37,6 +37,13 @@ def add_banner(app, doctree) -> None:
     section.insert(1, banner)
 
 
+def every_chapter_outdated(app, env, added, changed, removed) -> list[str]:
+    """Every executed chapter, read again on every build: its banner depends on ``notebooks/NAME.py`` and the
+    history, which Sphinx does not track, so a chapter whose executed notebook did not change would keep the
+    banner of the build before (saying its source had not changed after it had)."""
+    return sorted(doc for doc in env.found_docs if doc.startswith(PREFIX))
+
+
 def _static_path(app) -> None:
     app.config.html_static_path.append(str(Path(__file__).parent / "static"))
 
@@ -53,6 +60,7 @@ def _unique_scripts(app, pagename, templatename, context, doctree) -> None:
 
 def setup(app):
     app.connect("doctree-read", add_banner)
+    app.connect("env-get-outdated", every_chapter_outdated)
     app.connect("builder-inited", _static_path)
     app.connect("html-page-context", _unique_scripts, priority=900)
     app.add_css_file("book.css")
