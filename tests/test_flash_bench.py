@@ -220,25 +220,25 @@ def test_in_model_sets_ours_beside_sdpa_per_point_and_names_each_oom_once():
 def test_the_ratio_and_its_interval_pair_the_interleaved_steps():
     rng = np.random.default_rng()
     drift = np.sort(rng.uniform(1.0, 2.0, 12))  # the host's speed, shared by the two steps of a pair
-    assert np.isclose(flash_sweep.paired_ratio(1.05 * drift, drift), 1.05)
-    low, high = flash_sweep.ratio_interval(1.05 * drift, drift)
+    assert np.isclose(attention_steps.paired_ratio(1.05 * drift, drift), 1.05)
+    low, high = attention_steps.ratio_interval(1.05 * drift, drift)
     assert np.isclose(low, 1.05) and np.isclose(high, 1.05)
     # unpaired (the fastest of ours beside the slowest of theirs, and so on), the drift blurs it
-    low, high = flash_sweep.ratio_interval(1.05 * drift, drift[::-1])
+    low, high = attention_steps.ratio_interval(1.05 * drift, drift[::-1])
     assert low < 1.05 < high and high - low > 0.05
     # a pair's ratio cancels the drift the two medians let through: a slow spell in half the steps, ours 5 % slower
     spell = np.where(np.arange(12) % 2 == 0, 1.0, 1.5) * rng.uniform(0.999, 1.001, 12)
     ours, theirs = 1.05 * spell, spell.copy()
     ours[0], theirs[1] = 1.5 * 1.05, 1.0  # one step each way moves the medians apart
-    assert np.isclose(flash_sweep.paired_ratio(ours, theirs), 1.05, rtol=3e-3)
+    assert np.isclose(attention_steps.paired_ratio(ours, theirs), 1.05, rtol=3e-3)
     assert not np.isclose(np.median(ours) / np.median(theirs), 1.05, rtol=3e-2)
 
 
 def test_the_paired_ratio_refuses_steps_that_are_not_in_pairs():
     with pytest.raises(ValueError, match="as many of ours as of theirs"):
-        flash_sweep.paired_ratio([1.0, 2.0, 3.0], [1.0, 2.0])
+        attention_steps.paired_ratio([1.0, 2.0, 3.0], [1.0, 2.0])
     with pytest.raises(ValueError, match="as many of ours as of theirs"):
-        flash_sweep.ratio_interval([], [])
+        attention_steps.ratio_interval([], [])
 
 
 def test_model_steps_time_each_attention_on_one_model_per_point(tmp_path):

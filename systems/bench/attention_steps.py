@@ -16,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import pandas as pd
 
 from systems.bench.e2e import BenchConfig, Step, bench_device, in_fresh_process, timed_steps, vary
@@ -56,6 +57,28 @@ def interleaved(cfg: BenchConfig, attentions: tuple[str, ...]) -> pd.DataFrame:
     return pd.DataFrame([{**point, "attention": name, "status": OOM, "step_ms": float("nan")} if result == OOM else
                          {**point, "attention": name, "status": "ok", "step_ms": float(pd.Series(result[name]).median()),
                           "step_times_ms": result[name]} for name in attentions])
+
+
+def _pair_ratios(ours, theirs) -> np.ndarray:
+    a, b = np.asarray(ours, dtype=float), np.asarray(theirs, dtype=float)
+    if a.shape != b.shape or a.ndim != 1 or len(a) == 0:
+        raise ValueError(f"steps taken in pairs need as many of ours as of theirs, got {a.shape} and {b.shape}")
+    return a / b
+
+
+def paired_ratio(ours, theirs) -> float:
+    """Ours over theirs for steps taken in pairs (interleaved, so that step i of each saw the same moment of the
+    host): the median of the pairs' ratios. A pair shares the host's drift, which cancels in its ratio; a ratio of
+    the two medians lets it through wherever the medians fall on steps the host ran at different speeds."""
+    return float(np.median(_pair_ratios(ours, theirs)))
+
+
+def ratio_interval(ours, theirs, draws: int = 4000, seed: int = 0) -> tuple[float, float]:
+    """95% interval of :func:`paired_ratio`: a bootstrap over the pairs, seeded so the table repeats."""
+    ratios = _pair_ratios(ours, theirs)
+    idx = np.random.default_rng(seed).integers(0, len(ratios), (draws, len(ratios)))
+    low, high = np.percentile(np.median(ratios[idx], axis=1), [2.5, 97.5])
+    return float(low), float(high)
 
 
 def largest_power_of_two(fits: Callable[[int], bool], cap: int) -> int | None:

@@ -29,7 +29,8 @@ from tqdm.auto import tqdm
 from systems.attention import available, get_attention, unavailable
 from systems.attention.peers import refused, sdpa_choice
 from systems.attention.reference import naive_attention
-from systems.bench.attention_steps import device_busy, interleaved, interleaved_apart, largest_batch
+from systems.bench.attention_steps import (device_busy, interleaved, interleaved_apart, largest_batch,
+                                           paired_ratio, ratio_interval)
 from systems.bench.e2e import BenchConfig, bench_device, vary
 from systems.bench.timing import make_timer
 from systems.cli import dump_json, integer
@@ -290,28 +291,6 @@ def model_table(runs: pd.DataFrame) -> pd.DataFrame:
         bounds = [(np.nan, np.nan) if p is None else ratio_interval(*p) for p in paired]
         table[f"{ours} low"], table[f"{ours} high"] = [b[0] for b in bounds], [b[1] for b in bounds]
     return table
-
-
-def _pair_ratios(ours, theirs) -> np.ndarray:
-    a, b = np.asarray(ours, dtype=float), np.asarray(theirs, dtype=float)
-    if a.shape != b.shape or a.ndim != 1 or len(a) == 0:
-        raise ValueError(f"steps taken in pairs need as many of ours as of theirs, got {a.shape} and {b.shape}")
-    return a / b
-
-
-def paired_ratio(ours, theirs) -> float:
-    """Ours over theirs for steps taken in pairs (interleaved, so that step i of each saw the same moment of the
-    host): the median of the pairs' ratios. A pair shares the host's drift, which cancels in its ratio; a ratio of
-    the two medians lets it through wherever the medians fall on steps the host ran at different speeds."""
-    return float(np.median(_pair_ratios(ours, theirs)))
-
-
-def ratio_interval(ours, theirs, draws: int = 4000, seed: int = 0) -> tuple[float, float]:
-    """95% interval of :func:`paired_ratio`: a bootstrap over the pairs, seeded so the table repeats."""
-    ratios = _pair_ratios(ours, theirs)
-    idx = np.random.default_rng(seed).integers(0, len(ratios), (draws, len(ratios)))
-    low, high = np.percentile(np.median(ratios[idx], axis=1), [2.5, 97.5])
-    return float(low), float(high)
 
 
 def step_kernel_time(size: str, context: int, tokens: int, dtype: str, attentions=("sdpa", "flash_triton"),

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from systems.bench.flash_sweep import paired_ratio, ratio_interval, wide
+from systems.bench.attention_steps import paired_ratio, ratio_interval
+from systems.bench.flash_sweep import wide
 from systems.report import listed, pick, times
 
 TENSOR_CORES, COPY = "tensor cores", "copy engine (producer)"
@@ -179,8 +180,8 @@ def backward_facts(backward: pd.DataFrame | None, impl: str = "CUDA C++ (Hopper)
 def model_steps(runs: pd.DataFrame, ours: str = "flash_hopper") -> tuple[pd.DataFrame, dict]:
     """From :func:`systems.bench.flash_sweep.compiled_steps_at_largest_batch`'s rows: per size its batch, each
     attention's median step (ms, or why it has none), ``ours`` over ``sdpa``
-    (:func:`systems.bench.flash_sweep.paired_ratio`) with its 95 % interval
-    (:func:`systems.bench.flash_sweep.ratio_interval`); and where ours is slower, in words."""
+    (:func:`systems.bench.attention_steps.paired_ratio`) with its 95 % interval
+    (:func:`systems.bench.attention_steps.ratio_interval`); and where ours is slower, in words."""
     rows = []
     for size, point in runs.groupby("size", sort=False):
         by = point.set_index("attention")

@@ -1,7 +1,7 @@
 """Every number of the log entry of 2026-12-03, "Interleaved steps compared pair by pair": the recorded steps of
 chapter 17's and chapter 20's published runs and of the eager-step runs of 2026-12-03, ours over SDPA's two ways,
 the ratio of the two medians with its paired bootstrap (as the tables had it up to this entry) and the median of the
-pairs' ratios with its bootstrap over the pairs (systems.bench.flash_sweep.paired_ratio and ratio_interval)."""
+pairs' ratios with its bootstrap over the pairs (systems.bench.attention_steps.paired_ratio and ratio_interval)."""
 import ast
 import json
 from pathlib import Path
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from systems.bench.flash_sweep import paired_ratio, ratio_interval
+from systems.bench.attention_steps import paired_ratio, ratio_interval
 
 here = Path(__file__).parent
 book = here.parents[2]
