@@ -238,40 +238,44 @@ def call_floor(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 300
     kernels copy it before their kernels, the Triton kernels read it in place, and the floor would time that copy,
     which a model never pays.
 
-    Every way of calling is made ready first (compiled, tuned, captured); then ``rounds`` rounds time a block of
-    ``n_calls`` of each in turn, and the table has each one's median block. A host-bound floor drifts with the
-    machine by more than the implementations differ, so they are timed side by side in time rather than one
-    after another."""
+    The ways of calling take turns, eager first: each is made ready (compiled, tuned, captured) only after the one
+    before it is timed, since what ``torch.compile`` leaves in the process slows every eager call after it, SDPA's
+    as much as ours, and an eager training loop compiles nothing. Within a way of calling, ``rounds`` rounds time a
+    block of ``n_calls`` of each implementation in turn, and the table has each one's median block: a host-bound
+    floor drifts with the machine by more than the implementations differ, so they are timed side by side in time
+    rather than one after another."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(0)
     q, k, v = (torch.randn(*shape, device=device, dtype=TENSOR_DTYPES[dtype], requires_grad=True) for _ in "qkv")
     do = torch.randn_like(q)
     why_not = {impl: unavailable(impl, device, q.dtype, shape[-1]) for impl in impls}  # once per implementation
     torch._dynamo.reset()
-    ready, walls = {}, {}
-    for impl, mode in tqdm([(i, m) for i in impls for m in modes], desc="per-call floor, compiling"):
-        attend = torch.compile(attention(impl)) if mode == "compiled" else attention(impl)
+    walls = {}
+    for mode in tqdm(modes, desc="per-call floor"):
+        ready = {}
+        for impl in impls:
+            attend = torch.compile(attention(impl)) if mode == "compiled" else attention(impl)
 
-        def step(attend=attend):
-            # gradients returned, not accumulated into .grad: a captured step must not read the previous one's
-            torch.autograd.grad(attend(q, k, v, is_causal), (q, k, v), do)
+            def step(attend=attend):
+                # gradients returned, not accumulated into .grad: a captured step must not read the previous one's
+                torch.autograd.grad(attend(q, k, v, is_causal), (q, k, v), do)
 
-        try:
-            if why_not[impl]:
-                raise Unavailable(f"{impl} {why_not[impl]}")
-            fn = graphed(step) if mode == "CUDA graph" else step
-            for _ in range(3):  # compile, tune
-                fn()
-            ready[impl, mode] = fn
-        except RuntimeError as exc:
-            if not refused(exc):
-                raise
-            walls[impl, mode] = UNSUPPORTED
-    blocks = {key: [] for key in ready}
-    for _ in tqdm(range(rounds), desc="per-call floor, rounds"):
-        for key, fn in ready.items():
-            blocks[key].append(per_call_us(fn, n_calls, device, repeats=1)[1])
-    walls.update({key: float(np.median(times)) for key, times in blocks.items()})
+            try:
+                if why_not[impl]:
+                    raise Unavailable(f"{impl} {why_not[impl]}")
+                fn = graphed(step) if mode == "CUDA graph" else step
+                for _ in range(3):  # compile, tune
+                    fn()
+                ready[impl] = fn
+            except RuntimeError as exc:
+                if not refused(exc):
+                    raise
+                walls[impl, mode] = UNSUPPORTED
+        blocks = {impl: [] for impl in ready}
+        for _ in range(rounds):
+            for impl, fn in ready.items():
+                blocks[impl].append(per_call_us(fn, n_calls, device, repeats=1)[1])
+        walls.update({(impl, mode): float(np.median(times)) for impl, times in blocks.items()})
     rows = [{"impl": impl, "mode": mode, "wall_us": wall} for (impl, mode), wall in walls.items()]
     table = pd.DataFrame(rows).pivot(index="impl", columns="mode", values="wall_us").reindex(impls)[list(modes)]
     return table.reset_index()
