@@ -95,9 +95,10 @@ report.glue("flash_call_words", call["words"])
 # Python, `flash_cuda`: our CUDA C++ kernels behind the same kind of C++ operator; and `flash`, our fastest
 # FlashAttention for the device, the name to give the model to train rather than to compare kernels
 # (`systems/attention/fastest.py`): here it runs {glue:text}`flash_fastest_kernels`, which on an H100 or H200 are the
-# kernels written for Hopper of chapter 20 and elsewhere the Triton kernels. Every way of calling is made ready first,
-# then timed in turns, a block of calls each per round for five rounds, and the median block kept: a floor this small
-# drifts with the machine by more than the implementations differ, so they are timed side by side in time.
+# kernels written for Hopper of chapter 20 and elsewhere the Triton kernels. The eager calls are timed first, before
+# anything is compiled or captured, as in an eager training loop; then the compiled ones, then the graphs. Within each,
+# the implementations take turns, a block of calls each per round for five rounds, and the median block is kept: a floor
+# this small drifts with the machine by more than the implementations differ, so they are timed side by side in time.
 
 # %% tags=["nbval-ignore-output"]
 floor = measured(data_dir, "flash_call_floor", call_overhead.call_floor,
@@ -199,8 +200,9 @@ figures.lines(ft.in_model_ratios(table), "context_length", "ratio", "size", "tra
 # the interval; {glue:text}`flash_model_fastest_gm_compiled:.3f`×).
 #
 # Where the difference goes, at the eager point where `flash_triton` loses most: the same step with each attention, its
-# wall time next to the GPU's kernel time (torch.profiler, summed over the step's kernels). What the wall time has
-# beyond the kernels is time the GPU waited for the host.
+# wall time (the steps interleaved, as above) next to the GPU's kernel time (torch.profiler, summed over the step's
+# kernels). The profiler runs in a Python process of its own: a profiler session slows the host-bound steps timed after
+# it in its process. What the wall time has beyond the kernels is time the GPU waited for the host.
 
 # %% tags=["nbval-ignore-output"]
 eager = table[table["mode"] == "eager"].dropna(subset=["flash_triton/sdpa"])

@@ -1,7 +1,9 @@
 """The FlashAttention benchmarks: ratios against the anchors, the slower-shape regimes, the per-call floor and
 the kernel breakdown (their code paths, on a CPU through Triton's interpreter)."""
 
+import json
 import re
+from dataclasses import asdict
 
 import numpy as np
 import pandas as pd
@@ -345,6 +347,21 @@ def test_the_fresh_process_runner_refuses_a_bad_spec_with_a_usage_error(tmp_path
     with pytest.raises(SystemExit) as exit_:
         attention_steps.main([])
     assert exit_.value.code == 2 and "usage:" in capsys.readouterr().err
+
+def test_the_fresh_process_runner_times_kernels_when_asked_and_names_a_measure_it_does_not_know(tmp_path, capsys):
+    cfg = flash_sweep._step_config("tiny", 16, 32, "fp32", 1, 1)
+    spec, out = tmp_path / "spec.json", tmp_path / "out.json"
+    spec.write_text(json.dumps({"config": asdict(cfg), "attentions": ["sdpa", "naive"], "measure": "kernels"}))
+    attention_steps.main([str(spec), str(out)])
+    kernels = json.loads(out.read_text())
+    assert set(kernels) == {"sdpa", "naive"}
+    assert all(bool(times) == torch.cuda.is_available() and all(ms > 0 for ms in times.values())
+               for times in kernels.values())
+    spec.write_text(json.dumps({"config": asdict(cfg), "attentions": ["sdpa"], "measure": "flops"}))
+    with pytest.raises(SystemExit) as exit_:
+        attention_steps.main([str(spec), str(out)])
+    assert exit_.value.code == 2 and "not flops" in capsys.readouterr().err
+
 
 def test_step_kernel_time_runs_a_step_per_attention():
     # on a CPU there are no kernels to sum: the kernel time is NaN, the step's wall time is measured

@@ -110,54 +110,69 @@ def largest_batch(cfg: BenchConfig, cap: int) -> int | None:
     return largest_power_of_two(fits, cap)
 
 
-def device_busy(cfg: BenchConfig) -> dict[str, Any]:
-    """Per measured step of ``cfg`` (warm-up first): wall ms (the median: a host-bound step has outliers far above
-    it), ms of GPU kernel time (CUDA activity of torch.profiler, summed; one stream, so kernels do not overlap), and
-    that time per kernel name (``kernels``). What the wall time has beyond the kernels' is time the GPU waited for
-    the host. A GPU measurement: on the CPU the kernel time is NaN and ``kernels`` empty."""
+def kernel_times(cfg: BenchConfig) -> dict[str, float]:
+    """GPU kernel ms per step of ``cfg`` by kernel name (CUDA activity of torch.profiler over ``cfg.steps`` steps,
+    after ``cfg.warmup``; one stream, so kernels do not overlap); empty on the CPU. A profiler session slows the
+    host-bound steps that run after it in its process: :func:`kernel_times_apart` keeps it out of this one."""
     from torch.profiler import ProfilerActivity, profile
 
     device = bench_device(cfg)
+    if device.type != "cuda":
+        return {}
     free_memory()  # a previous point's model lingers in reference cycles until collected: two large ones do not fit
     step = Step(cfg, device, per_phase=False)
     timed_steps(step, cfg.warmup, device)
-    wall = timed_steps(step, cfg.steps, device)
-    kernels: dict[str, float] = {}
-    if device.type == "cuda":
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            timed_steps(step, cfg.steps, device)
-        kernels = {e.key: e.self_device_time_total / 1e3 / cfg.steps for e in prof.key_averages()
-                   if e.self_device_time_total > 0}
-    return {"step_ms": float(pd.Series(wall).median()), "kernel_ms": sum(kernels.values()) if kernels else float("nan"),
-            "kernels": kernels}
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        timed_steps(step, cfg.steps, device)
+    return {e.key: e.self_device_time_total / 1e3 / cfg.steps for e in prof.key_averages()
+            if e.self_device_time_total > 0}
+
+
+def kernel_times_apart(cfg: BenchConfig, attentions: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """:func:`kernel_times` of ``cfg``'s step with each attention, profiled in a fresh Python process, so that no
+    step timed later in this one pays for the profiler. Empty dicts on the CPU, where there is nothing to profile."""
+    if bench_device(cfg).type != "cuda":
+        return {name: {} for name in attentions}
+    return _in_fresh_process(cfg, attentions, "kernels", what="kernel times in a fresh process")
+
+
+def _in_fresh_process(cfg: BenchConfig, attentions: tuple[str, ...], measure: str, what: str) -> Any:
+    with tempfile.TemporaryDirectory() as tmp:
+        spec, out = Path(tmp) / "spec.json", Path(tmp) / "out.json"
+        spec.write_text(json.dumps({"config": asdict(cfg), "attentions": list(attentions), "measure": measure}))
+        in_fresh_process("systems.bench.attention_steps", str(spec), str(out), what=what)
+        return json.loads(out.read_text())
 
 
 def interleaved_apart(cfg: BenchConfig, attentions: tuple[str, ...]) -> pd.DataFrame:
     """:func:`interleaved` in a fresh Python process: the steps without a notebook's kernel (and its threads) around
     them, and without what earlier measurements left loaded. The same rows."""
-    with tempfile.TemporaryDirectory() as tmp:
-        spec, out = Path(tmp) / "spec.json", Path(tmp) / "rows.json"
-        spec.write_text(json.dumps({"config": asdict(cfg), "attentions": list(attentions)}))
-        in_fresh_process("systems.bench.attention_steps", str(spec), str(out), what="model steps in a fresh process")
-        return pd.DataFrame(json.loads(out.read_text()))
+    return pd.DataFrame(_in_fresh_process(cfg, attentions, "steps", what="model steps in a fresh process"))
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m systems.bench.attention_steps SPEC OUT``: what :func:`interleaved_apart` runs."""
+    """``python -m systems.bench.attention_steps SPEC OUT``: what :func:`interleaved_apart` and
+    :func:`kernel_times_apart` run."""
     parser = argparse.ArgumentParser(prog="python -m systems.bench.attention_steps", formatter_class=HelpFormatter,
                                      description="Interleaved training steps of one model with each attention "
-                                                 "(systems.bench.attention_steps.interleaved), rows written as JSON.")
-    parser.add_argument("spec", type=Path, help='JSON: {"config": a BenchConfig as a dict, "attentions": [names]}')
+                                                 "(systems.bench.attention_steps.interleaved), rows written as JSON; "
+                                                 'with "measure": "kernels", each attention\'s kernel times instead.')
+    parser.add_argument("spec", type=Path, help='JSON: {"config": a BenchConfig as a dict, "attentions": [names], '
+                                                '"measure": "steps" (the default) or "kernels"}')
     parser.add_argument("out", type=Path, help="where the rows go, as JSON")
     args = parser.parse_args(argv)
     try:
         spec = json.loads(args.spec.read_text())
         cfg, attentions = BenchConfig.from_dict(spec["config"]), tuple(spec["attentions"])
+        measure = spec.get("measure", "steps")
         if not attentions:
             raise ValueError("no attentions listed")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        if measure not in ("steps", "kernels"):
+            raise ValueError(f'"measure" must be "steps" or "kernels", not {measure}')
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         parser.error(f"cannot read the spec {args.spec}: {exc!r}")
-    args.out.write_text(interleaved(cfg, attentions).to_json(orient="records"))
+    args.out.write_text(json.dumps({name: kernel_times(vary(cfg, attention=name)) for name in attentions})
+                        if measure == "kernels" else interleaved(cfg, attentions).to_json(orient="records"))
 
 
 if __name__ == "__main__":

@@ -238,12 +238,11 @@ def call_floor(shape=(1, 1, 128, 64), dtype: str = "bf16", *, n_calls: int = 300
     kernels copy it before their kernels, the Triton kernels read it in place, and the floor would time that copy,
     which a model never pays.
 
-    The ways of calling take turns, eager first: each is made ready (compiled, tuned, captured) only after the one
-    before it is timed, since what ``torch.compile`` leaves in the process slows every eager call after it, SDPA's
-    as much as ours, and an eager training loop compiles nothing. Within a way of calling, ``rounds`` rounds time a
-    block of ``n_calls`` of each implementation in turn, and the table has each one's median block: a host-bound
-    floor drifts with the machine by more than the implementations differ, so they are timed side by side in time
-    rather than one after another."""
+    The ways of calling take turns, eager first, before anything in the process is compiled or captured, as in an
+    eager training loop; each is made ready (compiled, tuned, captured) just before its own rounds. Within a way of
+    calling, ``rounds`` rounds time a block of ``n_calls`` of each implementation in turn, and the table has each
+    one's median block: a host-bound floor drifts with the machine by more than the implementations differ, so they
+    are timed side by side in time rather than one after another."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(0)
     q, k, v = (torch.randn(*shape, device=device, dtype=TENSOR_DTYPES[dtype], requires_grad=True) for _ in "qkv")

@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from systems.attention import available, get_attention, unavailable
 from systems.attention.peers import refused, sdpa_choice
 from systems.attention.reference import naive_attention
-from systems.bench.attention_steps import (device_busy, interleaved, interleaved_apart, largest_batch,
+from systems.bench.attention_steps import (interleaved, interleaved_apart, kernel_times_apart, largest_batch,
                                            paired_ratio, ratio_interval)
 from systems.bench.e2e import BenchConfig, bench_device, vary
 from systems.bench.timing import make_timer
@@ -295,22 +295,26 @@ def model_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 def step_kernel_time(size: str, context: int, tokens: int, dtype: str, attentions=("sdpa", "flash_triton"),
                      steps: int = 10) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One training step of the model (``tokens`` per batch) per attention: wall ms and GPU kernel ms
-    (:func:`systems.bench.attention_steps.device_busy`); the difference is time the GPU waited for the host.
-    ``own_kernel_ms`` is the time of the kernels that ran with this attention and with no other, its attention's
-    own kernels (the rest of the model runs the same kernels whichever attention it calls). Also those kernels one
-    by one (``attention``, ``kernel``, ``ms`` per step), longest first."""
+    """One training step of the model (``tokens`` per batch) per attention: wall ms (the median of ``steps``, the
+    attentions interleaved on one model, :func:`systems.bench.attention_steps.interleaved`) and GPU kernel ms
+    (profiled afterwards in a process of its own, :func:`systems.bench.attention_steps.kernel_times_apart`: a
+    profiler session slows the host-bound steps timed after it); the difference is time the GPU waited for the
+    host. ``own_kernel_ms`` is the time of the kernels that ran with this attention and with no other, its
+    attention's own kernels (the rest of the model runs the same kernels whichever attention it calls). Also those
+    kernels one by one (``attention``, ``kernel``, ``ms`` per step), longest first."""
     cfg = _step_config(size, context, tokens, dtype, 3, steps)
-    runs = {attention: device_busy(vary(cfg, attention=attention)) for attention in attentions}
+    walls = interleaved(cfg, attentions).set_index("attention").step_ms
+    kernels = kernel_times_apart(cfg, attentions)
     own = pd.DataFrame([{"attention": attention, "kernel": name, "ms": ms}
-                        for attention, run in runs.items() for name, ms in run["kernels"].items()
-                        if not any(name in other["kernels"] for a, other in runs.items() if a != attention)],
+                        for attention, times in kernels.items() for name, ms in times.items()
+                        if not any(name in other for a, other in kernels.items() if a != attention)],
                        columns=["attention", "kernel", "ms"]).sort_values(["attention", "ms"], ascending=[True, False])
-    table = pd.DataFrame([{"attention": attention, "step_ms": run["step_ms"], "kernel_ms": run["kernel_ms"]}
-                          for attention, run in runs.items()])
+    table = pd.DataFrame([{"attention": attention, "step_ms": walls[attention],
+                           "kernel_ms": sum(times.values()) if times else float("nan")}
+                          for attention, times in kernels.items()])
     table["host_wait_ms"] = table.step_ms - table.kernel_ms
     mine = own.groupby("attention").ms.sum()
-    table["own_kernel_ms"] = [mine.get(a, 0.0) if runs[a]["kernels"] else float("nan") for a in table.attention]
+    table["own_kernel_ms"] = [mine.get(a, 0.0) if kernels[a] else float("nan") for a in table.attention]
     return table, own.reset_index(drop=True)
 
 

@@ -34,6 +34,7 @@ import functools
 import os
 import shutil
 import sys
+import threading
 from pathlib import Path
 from typing import Callable
 
@@ -48,6 +49,7 @@ CUDA_SOURCES = tuple(HERE / name for name in ("flash_cuda_ops.cpp", "flash_cuda_
 CUDA_DTYPES = (torch.float16, torch.bfloat16)
 CUDA_HEAD_DIMS = (64, 128)
 MIN_CAPABILITY = (8, 0)  # mma.sync on bf16
+BUILDING_AFTER_S = 3.0  # loading an extension already built takes about a second
 
 
 def _ninja_on_path() -> bool:
@@ -87,8 +89,12 @@ def _load(name: str, sources: tuple[Path, ...], what: str, **flags) -> str | Non
     """Build and load one extension; None, or why it could not be built (the compiler's whole output on stderr)."""
     from torch.utils.cpp_extension import _get_build_directory, load
 
-    print(f"[systems] building {what} ({', '.join(s.name for s in sources)}; the first time takes a minute)",
-          file=sys.stderr, flush=True)
+    # said only when the load outlasts loading a build already made, so a process that finds it built stays quiet
+    building = threading.Timer(BUILDING_AFTER_S, print, (
+        f"[systems] building {what} ({', '.join(s.name for s in sources)}; the first time takes a minute)",),
+        {"file": sys.stderr, "flush": True})
+    building.daemon = True
+    building.start()
     try:
         with _sole_builder(Path(_get_build_directory(name, verbose=False)), what):
             load(name=name, sources=[str(s) for s in sources], extra_cflags=["-O3"], is_python_module=False,
@@ -96,6 +102,8 @@ def _load(name: str, sources: tuple[Path, ...], what: str, **flags) -> str | Non
     except (RuntimeError, OSError, ImportError) as exc:
         print(str(exc), file=sys.stderr, flush=True)
         return f"could not build its extension: {str(exc).strip().splitlines()[-1][:300]}"
+    finally:
+        building.cancel()
     return None
 
 
