@@ -67,3 +67,25 @@ for impl, (eager, compiled, graph) in vals.items():
     print(f"  {impl:20s} eager/sdpa_flash {eager / vals['sdpa_flash'][0]:.3f}")
 print(f"  flash - flash_triton eager: {vals['flash'][0] - vals['flash_triton'][0]:.1f} µs;"
       f" flash_cuda - flash_triton: {vals['flash_cuda'][0] - vals['flash_triton'][0]:.1f} µs")
+
+print("\nrun 3, steps_busy.py with step_kernel_time as changed (walls interleaved, kernels profiled apart), ms")
+busy = [r for r in lines("run3_steps_busy.jsonl") if not r.get("own")]
+for r in busy:
+    print(f"  {r['size']:6s} {r['context']:5d} {r['attention']:5s} step {r['step_ms']:6.2f} kernels "
+          f"{r['kernel_ms']:6.2f} host wait {r['host_wait_ms']:5.2f} own kernels {r['own_kernel_ms']:.2f}")
+for sdpa, flash in zip(busy[::2], busy[1::2]):
+    print(f"  {sdpa['size']} {sdpa['context']}: flash's step over sdpa's {flash['step_ms'] / sdpa['step_ms']:.3f}")
+
+print("\nrun 4, small at 2,048 eager, 40 steps each interleaved, two processes: flash over sdpa, paired")
+for i in (1, 2):
+    r = json.loads((HERE / f"run4_steps_small_2048_{i}.json").read_text())
+    print(f"  process {i}: sdpa {r['sdpa_ms']:.2f} ms, flash {r['flash_ms']:.2f} ms, ratio {r['ratio']:.3f} "
+          f"({r['interval'][0]:.3f} to {r['interval'][1]:.3f})")
+print("run 4, host time by op, small at 2,048, each attention in a process of its own (µs a step)")
+for attention in ("sdpa", "flash"):
+    ops = {r["op"]: r for r in lines(f"run4_host_ops_{attention}.jsonl")}
+    launches = sum(ops[k]["calls"] for k in ("cudaLaunchKernel", "cuLaunchKernelEx", "cudaMemsetAsync") if k in ops)
+    mine = {k: v for k, v in ops.items() if "attention" in k and "::" in k}
+    print(f"  {attention}: all ops' self time {ops['(all ops, self)']['self_us']:.0f}, aten::mm self "
+          f"{ops['aten::mm']['self_us']:.0f}; launches and memsets {launches:.0f};",
+          "; ".join(f"{k} {v['total_us'] / v['calls']:.0f} a call" for k, v in mine.items()))
