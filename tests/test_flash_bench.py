@@ -128,11 +128,13 @@ def test_backward_tiles_report_each_compiled_dkdv_kernel():
 
 
 def test_kernel_breakdown_accounts_for_each_step():
-    # On a CPU the operators stand in for kernels: the compiled step must show our two custom ops
     table = leaderboard.kernel_breakdown(("flash_triton", "sdpa_cudnn"), steps=1, top=3, shape=(1, 32, 16),
                                          dtype=torch.float32)
     ours = table[table.impl == "flash_triton"]
-    assert {"systems::flash_fwd", "systems::flash_bwd"} <= set(ours.kernel)
+    if torch.cuda.is_available():  # the Triton kernels by name, the backward's longest among the three named
+        assert any(name.startswith("flash_bwd_") for name in ours.kernel)
+    else:  # the operators stand in for kernels: the compiled step must show our two custom ops
+        assert {"systems::flash_fwd", "systems::flash_bwd"} <= set(ours.kernel)
     assert len(ours) == 4 and ours.kernel.iloc[-1] == "other"
     assert abs(ours.share.sum() - 1) < 1e-9 and (ours.ms_per_step >= 0).all()
     assert list(table[table.impl == "sdpa_cudnn"].kernel) == [flash_sweep.UNSUPPORTED]  # no cuDNN on a CPU

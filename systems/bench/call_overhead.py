@@ -54,6 +54,8 @@ class _SdpaFlashInPython(torch.autograd.Function):
     def forward(ctx, q, k, v, is_causal):
         if q.device.type != "cuda":
             raise Unavailable("SDPA's FlashAttention-2 kernels need a GPU")
+        if q.dtype not in (torch.float16, torch.bfloat16):
+            raise Unavailable(f"SDPA's FlashAttention-2 kernels take fp16 and bf16, not {q.dtype}")
         o, lse, cum_q, cum_k, max_q, max_k, seed, offset, _ = torch.ops.aten._scaled_dot_product_flash_attention(
             q, k, v, 0.0, is_causal)
         ctx.save_for_backward(q, k, v, o, lse, seed, offset)
