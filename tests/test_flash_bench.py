@@ -350,6 +350,7 @@ def test_the_fresh_process_runner_refuses_a_bad_spec_with_a_usage_error(tmp_path
         attention_steps.main([])
     assert exit_.value.code == 2 and "usage:" in capsys.readouterr().err
 
+
 def test_the_fresh_process_runner_times_kernels_when_asked_and_names_a_measure_it_does_not_know(tmp_path, capsys):
     cfg = flash_sweep._step_config("tiny", 16, 32, "fp32", 1, 1)
     spec, out = tmp_path / "spec.json", tmp_path / "out.json"
