@@ -284,6 +284,19 @@ def test_a_point_out_of_memory_in_one_process_is_a_row_that_says_so():
                     r"\(1\.\d{3} to 1\.\d{3}\)\. Outside the notebook's kernel", words), words
 
 
+def test_a_lower_ratio_in_the_fresh_process_within_the_intervals_is_not_called_no_better():
+    # chapter 17's run at 9cd442a: 1.017 here (0.947 to 1.043), 0.992 in a fresh process (0.964 to 1.008) read "the
+    # ratio is no better" outside the notebook's kernel
+    rng = np.random.default_rng()
+    here, fresh = rng.uniform(1.01, 1.03), rng.uniform(0.98, 1.0)
+    apart = pd.DataFrame({"process": ["this process", "a fresh process"], "flash_triton": [50.0, 50.0],
+                          "flash_triton/sdpa": [here, fresh], "flash_triton low": [here - 0.07, fresh - 0.03],
+                          "flash_triton high": [here + 0.03, fresh + 0.02]})
+    words = flash_training.apart_facts(apart)["words"]
+    assert words.endswith("The ratio is lower in the fresh process, but the two intervals overlap: this run cannot "
+                          "tell the two processes apart."), words
+
+
 def test_the_call_words_say_more_where_the_calling_thread_costs_more():
     # the hand-off to autograd's device thread cost our call less than the calling thread on one host and more on
     # another: each call's sentence follows its own sign, never a negative "less"
@@ -483,8 +496,37 @@ def test_the_host_time_per_call_is_weighed_against_the_steps_extra_host_time(our
     said = found["words"]
     assert said.startswith("Most of the difference is not in the kernels") and words in said
     assert found["kernel_words"] == "while its kernels take 0.5 ms less"
-    assert found["step_words"] == f"{report.fmt(extra)} ms longer"
+    assert found["step_words"] == f"{report.fmt(extra)} ms ({report.fmt(100 * extra / sdpa_step, 2)} %) longer"
     assert not re.search(r"-\d", " ".join(found.values()))  # a saving is said as less time, not as a negative extra
+
+
+@pytest.mark.parametrize("extra_step, extra_kernels, placed", [
+    (0.5, -0.1, "Most of the difference is not in the kernels"),
+    (2.0, 1.5, "Most of the difference is in the kernels themselves"),
+    (-0.3, 0.2, "Timed again here, our step is not the longer one")])
+def test_the_busy_point_places_the_difference_by_the_signs_of_both(extra_step, extra_kernels, placed):
+    # a step longer with kernels shorter once read "most of the difference is in the kernels": kernels that take
+    # less cannot hold a step's extra time
+    rng = np.random.default_rng()
+    step, kernels = rng.uniform(40, 60), rng.uniform(30, 35)
+    busy = pd.DataFrame({"attention": ["sdpa", "flash_triton"], "step_ms": [step, step + extra_step],
+                         "kernel_ms": [kernels, kernels + extra_kernels]})
+    beyond = pd.Series({"size": "small", "context_length": 1024, "flash_triton low": 1.01, "flash_triton high": 1.08})
+    assert flash_training.busy_facts(busy, beyond, 4, {"measured": False})["words"].startswith(placed)
+
+
+def test_the_busy_point_places_no_difference_its_interval_holds_one_of():
+    # chapter 17's run at 9cd442a: 0.114 ms longer in 57 ms, kernels 0.101 ms shorter, the point's ratio 1.039
+    # (0.972 to 1.082): a split of noise is not a finding
+    rng = np.random.default_rng()
+    step, kernels, low = rng.uniform(40, 60), rng.uniform(30, 35), rng.uniform(0.95, 0.99)
+    busy = pd.DataFrame({"attention": ["sdpa", "flash_triton"], "step_ms": [step, step + 0.114],
+                         "kernel_ms": [kernels, kernels - 0.101]})
+    worst = pd.Series({"size": "small", "context_length": 1024, "flash_triton low": low, "flash_triton high": 1.082})
+    words = flash_training.busy_facts(busy, worst, 4, {"measured": True, "ours_us": 130.0, "sdpa_us": 200.0})["words"]
+    assert words == (f"Even at this, the worst point, the model's table could not tell the two steps apart (its "
+                     f"interval, {low:.3f} to 1.082, holds 1): a difference this small, and its split between kernels "
+                     f"and host, is within what the steps vary by.")
 
 
 @pytest.mark.parametrize("amount, words", [(1.95, "1.95 ms more"), (-1.01, "1.01 ms less"), (0.0, "0 ms more")])
