@@ -142,8 +142,13 @@ figures.lines(ft.training_ratios(shapes), "n_q", "time ratio", "d", "ours over S
 # Of {glue:text}`flash_train_shapes` training shapes, ours is slower than SDPA's FlashAttention-2 back end at
 # {glue:text}`flash_train_slower_sdpa_flash` and slower than cuDNN at {glue:text}`flash_train_slower_sdpa_cudnn`;
 # over all of them our time is {glue:text}`flash_train_gm_sdpa_flash:.3g`× the FlashAttention-2 back end's and
-# {glue:text}`flash_train_gm_sdpa_cudnn:.3g`× cuDNN's (geometric means). The shortest sequences with few heads sit
-# near the per-call floor above.
+# {glue:text}`flash_train_gm_sdpa_cudnn:.3g`× cuDNN's (geometric means). The shortest sequences sit near the
+# per-call floor above: a call there takes a few tenths of a millisecond, and the host's jitter moves those ratios
+# from run to run by more than the kernels differ. From {glue:text}`flash_train_long_from` tokens on
+# ({glue:text}`flash_train_shapes_long` shapes), where the kernels set the time, ours is
+# {glue:text}`flash_train_gm_sdpa_flash_long:.3g`× the FlashAttention-2 back end's time and
+# {glue:text}`flash_train_gm_sdpa_cudnn_long:.3g`× cuDNN's, slower than cuDNN at
+# {glue:text}`flash_train_slower_sdpa_cudnn_long` of them.
 #
 # ## In the model
 #

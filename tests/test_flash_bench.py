@@ -612,3 +612,25 @@ def test_the_compiled_steps_table_sets_ours_beside_sdpa_with_its_interval():
         "interval lies wholly above 1 at small and xl).")
     assert hopper.model_steps(pd.DataFrame(rows[2:]))[1]["words"] == (
         "The step with flash_hopper is no slower than with sdpa at the one size that ran (0.990 times its time).")
+
+
+def test_the_training_shapes_are_summed_up_over_all_and_over_the_kernel_bound_ones():
+    # the shortest sequences' ratios are the host's jitter: the summary gives the shapes from KERNEL_BOUND_FROM on
+    # their own geometric means and counts, every shape counted in the overall ones
+    rng = np.random.default_rng()
+    seq_lens = (512, 1024, flash_training.KERNEL_BOUND_FROM, 2 * flash_training.KERNEL_BOUND_FROM)
+    shapes = [dict(dtype="bf16", d=d, n_q=n, n_k=n, batch=4, heads=16, causal=c, mode="fwd_bwd")
+              for d in (64, 128) for n in seq_lens for c in (False, True)]
+    rows, ratio = [], {}
+    for shape in shapes:
+        ours = rng.uniform(0.1, 5.0)
+        ratio[shape["d"], shape["n_q"], shape["causal"]] = r = rng.uniform(0.5, 2.0)
+        rows += [{**shape, "impl": "flash_triton", "ms": ours}, {**shape, "impl": "sdpa_cudnn", "ms": ours / r},
+                 {**shape, "impl": "sdpa_flash", "ms": ours * 2}]
+    _, facts = flash_training.training_summary(pd.DataFrame(rows))
+    long = [r for (d, n, c), r in ratio.items() if n >= flash_training.KERNEL_BOUND_FROM]
+    assert facts["shapes"] == len(shapes) and facts["shapes_long"] == len(long) == 8
+    assert facts["slower_sdpa_cudnn"] == sum(r > 1 for r in ratio.values())
+    assert facts["slower_sdpa_cudnn_long"] == sum(r > 1 for r in long)
+    assert facts["gm_sdpa_cudnn_long"] == pytest.approx(float(np.exp(np.mean(np.log(long)))), rel=1e-12)
+    assert facts["gm_sdpa_flash"] == pytest.approx(0.5) and facts["slower_sdpa_flash_long"] == 0
