@@ -82,8 +82,8 @@ def floor_facts(floor: pd.DataFrame) -> dict:
 
 # Sequences from here on give a forward and backward call more work than the host spends issuing it. Below, a call
 # takes a few tenths of a millisecond, near the per-call floor, and the host's jitter sets the ratios: two runs of
-# the same code on the same kind of GPU disagreed there by up to twofold, and from here on by under a tenth (the
-# log's entry on chapter 17 at 9cd442a).
+# the same code on the same kind of GPU disagreed there by up to several times, and from here on by under a tenth
+# (the log's entry on chapter 17 at 9cd442a).
 KERNEL_BOUND_FROM = 2048
 
 
