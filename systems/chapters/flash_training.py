@@ -96,16 +96,21 @@ def training_summary(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     summary = table.groupby(["dtype", "d", "causal"])[cols].agg(geometric_mean).reset_index()
     for col in cols:
         summary[f"slower than {col.split('/')[1]}"] = table.groupby(["dtype", "d", "causal"])[col].agg(
-            lambda r: int((pd.to_numeric(r, errors="coerce") > 1).sum())).values
+            _slower_count).values
     long = table[table.n_q >= KERNEL_BOUND_FROM]
     facts = {"long_from": KERNEL_BOUND_FROM}
     for suffix, rows in (("", table), ("_long", long)):
         facts[f"shapes{suffix}"] = len(rows)
         for col in cols:
             against = col.split("/")[1]
-            facts[f"slower_{against}{suffix}"] = int((pd.to_numeric(rows[col], errors="coerce") > 1).sum())
+            facts[f"slower_{against}{suffix}"] = _slower_count(rows[col])
             facts[f"gm_{against}{suffix}"] = geometric_mean(rows[col])
     return summary, facts
+
+
+def _slower_count(ratios: pd.Series) -> int:
+    """How many time ratios of ours show it slower (above 1); a failed shape's ratio (NaN or text) counts as none."""
+    return int((pd.to_numeric(ratios, errors="coerce") > 1).sum())
 
 
 def training_ratios(shapes: pd.DataFrame) -> pd.DataFrame:
@@ -188,20 +193,6 @@ def busy_facts(busy: pd.DataFrame, worst: pd.Series, layers: int, call: dict) ->
     say so rather than place a difference that may be noise."""
     by = busy.set_index("attention")
     extra_step, extra_kernels = by.step_ms.flash_triton - by.step_ms.sdpa, by.kernel_ms.flash_triton - by.kernel_ms.sdpa
-    priced = ""
-    if call["measured"]:
-        per_call_ms = (call["ours_us"] - call["sdpa_us"]) * layers / 1e3  # the extra host time, once per layer
-        unexplained = ("host time that this chapter does not explain yet (the log records the hypotheses "
-                       "tried).")
-        if per_call_ms <= 0:
-            priced = (f" In the per-call table a call of ours costs the host less than one of SDPA's flash back end "
-                      f"({-per_call_ms:.2g} ms less over the model's {layers} layers), so the calls themselves "
-                      f"explain none of it: it is {unexplained}")
-        else:
-            priced = (f" The per-call table's extra host time of ours over SDPA's flash back end, once for each of "
-                      f"the model's {layers} layers, comes to {per_call_ms:.2g} ms: "
-                      + pick(per_call_ms >= 0.5 * (extra_step - extra_kernels), "most of it.",
-                             f"a small part of it. The rest is {unexplained}"))
     low, high = worst.get("flash_triton low", float("nan")), worst.get("flash_triton high", float("nan"))
     if extra_step <= 0:
         words = "Timed again here, our step is not the longer one: there is no difference to place."
@@ -209,16 +200,32 @@ def busy_facts(busy: pd.DataFrame, worst: pd.Series, layers: int, call: dict) ->
         words = (f"Even at this, the worst point, the model's table could not tell the two steps apart (its interval, "
                  f"{low:.3f} to {high:.3f}, holds 1): a difference this small, and its split between kernels and "
                  f"host, is within what the steps vary by.")
+    elif extra_kernels >= 0.5 * extra_step:
+        words = "Most of the difference is in the kernels themselves, not in the host's work around them."
     else:
-        words = pick(extra_kernels >= 0.5 * extra_step,
-                     "Most of the difference is in the kernels themselves, not in the host's work around them.",
-                     "Most of the difference is not in the kernels: with ours, the GPU waits longer for the host."
-                     + priced)
+        words = ("Most of the difference is not in the kernels: with ours, the GPU waits longer for the host."
+                 + _priced_per_call(call, layers, extra_step - extra_kernels))
+    share = fmt(100 * abs(extra_step) / by.step_ms.sdpa, 2)
     return {"point": f"{worst['size']}, context {int(worst.context_length)}",
-            "step_words": f"{fmt(abs(extra_step))} ms ({fmt(100 * abs(extra_step) / by.step_ms.sdpa, 2)} %) "
-                          + pick(extra_step >= 0, "longer", "shorter"),
+            "step_words": more_or_less(extra_step, unit=f"ms ({share} %)", more="longer", less="shorter"),
             "kernel_words": pick(extra_kernels >= 0, f"of which the kernels account for {fmt(extra_kernels)} ms",
                                  f"while its kernels take {fmt(-extra_kernels)} ms less"), "words": words}
+
+
+def _priced_per_call(call: dict, layers: int, extra_host_ms: float) -> str:
+    """The per-call table's extra host time of ours (where it was measured), once per layer, weighed against the
+    step's extra host time, in words; empty where the per-call table did not measure it."""
+    if not call["measured"]:
+        return ""
+    per_call_ms = (call["ours_us"] - call["sdpa_us"]) * layers / 1e3
+    unexplained = "host time that this chapter does not explain yet (the log records the hypotheses tried)."
+    if per_call_ms <= 0:
+        return (f" In the per-call table a call of ours costs the host less than one of SDPA's flash back end "
+                f"({-per_call_ms:.2g} ms less over the model's {layers} layers), so the calls themselves explain "
+                f"none of it: it is {unexplained}")
+    return (f" The per-call table's extra host time of ours over SDPA's flash back end, once for each of the model's "
+            f"{layers} layers, comes to {per_call_ms:.2g} ms: "
+            + pick(per_call_ms >= 0.5 * extra_host_ms, "most of it.", f"a small part of it. The rest is {unexplained}"))
 
 
 def apart_facts(apart: pd.DataFrame) -> dict:
@@ -239,18 +246,21 @@ def apart_facts(apart: pd.DataFrame) -> dict:
     measured = (f"Ours over SDPA's step: {ratios['here']:.3f}× here ({ratios['here_low']:.3f} to "
                 f"{ratios['here_high']:.3f}), {ratios['fresh']:.3f}× in a fresh process ({ratios['fresh_low']:.3f} "
                 f"to {ratios['fresh_high']:.3f}). ")
-    return {**ratios, "words": measured + pick(
-        ratios["fresh_high"] < ratios["here_low"],
-        "The intervals do not overlap: outside the notebook's kernel ours fares better, so part of the difference "
-        "measured here belongs to the process around the steps, not to the kernels or the launch path.",
-        pick(ratios["fresh"] < ratios["here"] and ratios["fresh_low"] <= 1 < ratios["here_low"],
-             "In the fresh process the interval holds 1 where here it does not, but the two intervals overlap: a "
-             "hint that the process around the steps costs ours more than SDPA's, not a measurement of how much.",
-             pick(ratios["fresh"] < ratios["here"],
-                  "The ratio is lower in the fresh process, but the two intervals overlap: this run cannot tell the "
-                  "two processes apart.",
-                  "Outside the notebook's kernel the ratio is no better: the process around the steps is not what "
-                  "sets it.")))}
+    if ratios["fresh_high"] < ratios["here_low"]:
+        verdict = ("The intervals do not overlap: outside the notebook's kernel ours fares better, so part of the "
+                   "difference measured here belongs to the process around the steps, not to the kernels or the "
+                   "launch path.")
+    elif ratios["fresh"] < ratios["here"] and ratios["fresh_low"] <= 1 < ratios["here_low"]:
+        verdict = ("In the fresh process the interval holds 1 where here it does not, but the two intervals overlap: "
+                   "a hint that the process around the steps costs ours more than SDPA's, not a measurement of how "
+                   "much.")
+    elif ratios["fresh"] < ratios["here"]:
+        verdict = ("The ratio is lower in the fresh process, but the two intervals overlap: this run cannot tell the "
+                   "two processes apart.")
+    else:
+        verdict = ("Outside the notebook's kernel the ratio is no better: the process around the steps is not what "
+                   "sets it.")
+    return {**ratios, "words": measured + verdict}
 
 
 def bound_facts(times: pd.DataFrame, own: pd.DataFrame, row: pd.Series, backend: str) -> dict:
